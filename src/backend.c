@@ -1,0 +1,71 @@
+/* The registry of compiled-in backends and what ST_EVENTSYS_* values mean. */
+#include "backend.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+
+#include "st_config.h"
+
+extern const struct st__backend_ops st__backend_epoll;
+extern const struct st__backend_ops st__backend_poll;
+extern const struct st__backend_ops st__backend_select;
+
+/* In order of preference for ST_EVENTSYS_DEFAULT when select is compiled out. */
+static const struct st__backend_ops *const compiled[] = {
+#if ST__HAVE_SELECT
+    &st__backend_select,
+#endif
+#if ST__HAVE_POLL
+    &st__backend_poll,
+#endif
+#if ST__HAVE_EPOLL
+    &st__backend_epoll,
+#endif
+};
+
+static const struct st__backend_ops *by_id(int id)
+{
+    for (size_t i = 0; i < sizeof(compiled) / sizeof(compiled[0]); i++) {
+        if (compiled[i]->id == id) {
+            return compiled[i];
+        }
+    }
+    return NULL;
+}
+
+const struct st__backend_ops *st__backend_find(int eventsys)
+{
+    const struct st__backend_ops *backend = NULL;
+    switch (eventsys) {
+    case ST_EVENTSYS_DEFAULT:
+        /* As in State Threads, the default is select, the most portable. */
+        backend = by_id(ST_EVENTSYS_SELECT);
+        if (backend == NULL) {
+            backend = compiled[0];
+        }
+        break;
+    case ST_EVENTSYS_SELECT:
+    case ST_EVENTSYS_POLL:
+    case ST_EVENTSYS_ALT:
+        backend = by_id(eventsys);
+        break;
+    default:
+        break;
+    }
+    if (backend == NULL || !backend->supported()) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return backend;
+}
+
+int st__backend_timeout_ms(st_utime_t timeout)
+{
+    if (timeout == ST_UTIME_NO_TIMEOUT) {
+        return -1;
+    }
+    /* Round up: waking before the deadline would only spin the idle loop. */
+    st_utime_t ms = timeout / 1000 + (timeout % 1000 != 0);
+    return ms > (st_utime_t)INT_MAX ? INT_MAX : (int)ms;
+}

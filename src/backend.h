@@ -1,0 +1,58 @@
+/*
+ * Event backends: the I/O multiplexers behind one vtable.
+ *
+ * Each backend (epoll, poll, select) is one file exporting one const
+ * instance of struct st__backend_ops. Its per-pthread state hangs off the
+ * scheduler (sched->backend_state), created by init() and freed by fini().
+ * Backends speak struct pollfd: POLLIN, POLLOUT and POLLPRI in, the same plus
+ * POLLERR, POLLHUP and POLLNVAL out.
+ */
+#ifndef ST__BACKEND_H
+#define ST__BACKEND_H
+
+#include <poll.h>
+#include <stdbool.h>
+
+#include "st.h"
+
+struct st__sched;
+
+struct st__backend_ops {
+    const char *name;
+    int id; /* ST_EVENTSYS_* */
+
+    /* Can this kernel run the backend? Probed when it is selected. */
+    bool (*supported)(void);
+
+    /* Create / destroy this pthread's state. init: 0, or -1 with errno. */
+    int (*init)(struct st__sched *sched);
+    void (*fini)(struct st__sched *sched);
+
+    /*
+     * Wait up to `timeout` microseconds (ST_UTIME_NO_TIMEOUT: no limit) for
+     * the descriptors of the io_q, then wake their waiters through
+     * st__pollq_ready().
+     */
+    void (*dispatch)(struct st__sched *sched, st_utime_t timeout);
+
+    /* A coroutine starts / stops waiting on pds (validated by st_poll). 0 or -1+errno. */
+    int (*pollset_add)(struct st__sched *sched, struct pollfd *pds, int npds);
+    void (*pollset_del)(struct st__sched *sched, struct pollfd *pds, int npds);
+
+    /* An fd becomes a netfd: 0, or -1 with errno if the backend cannot watch it. */
+    int (*fd_new)(struct st__sched *sched, int osfd);
+
+    /* An fd is about to be closed: 0, or -1 with EBUSY while a coroutine waits on it. */
+    int (*fd_close)(struct st__sched *sched, int osfd);
+
+    /* Highest fd number + 1 the backend can watch, or 0 for no limit. */
+    int fd_limit;
+};
+
+/* The compiled-in backend for an ST_EVENTSYS_* value; NULL + errno if none. */
+const struct st__backend_ops *st__backend_find(int eventsys);
+
+/* Convert a timeout in microseconds to whole milliseconds, rounded up; -1 for none. */
+int st__backend_timeout_ms(st_utime_t timeout);
+
+#endif /* ST__BACKEND_H */

@@ -1,0 +1,435 @@
+/*
+ * Coroutine-aware I/O. Every function tries the system call first and only
+ * waits (st_netfd_poll) when the descriptor is not ready, so I/O that can
+ * complete at once costs one system call and no scheduling.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "netfd.h"
+#include "sched.h"
+
+/* Enough iovecs for common gathers without touching the heap. */
+#define LOCAL_IOVECS 16
+
+static bool not_ready(int err)
+{
+    return err == EAGAIN || err == EWOULDBLOCK;
+}
+
+int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
+{
+    if (!st__netfd_usable(fd)) {
+        return -1;
+    }
+    struct pollfd pd = {.fd = fd->osfd, .events = (short)how};
+    int n = st_poll(&pd, 1, timeout);
+    if (n < 0) {
+        return -1;
+    }
+    if (n == 0) {
+        errno = ETIME;
+        return -1;
+    }
+    if ((pd.revents & POLLNVAL) != 0) {
+        errno = EBADF;
+        return -1;
+    }
+    return 0;
+}
+
+/* One attempt of a system call on `osfd`; the arguments are in `args`. */
+typedef ssize_t (*io_attempt_fn)(int osfd, void *args);
+
+/* Retry `attempt` until it completes, waiting for `events` while not ready. */
+static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, io_attempt_fn attempt,
+                        void *args)
+{
+    if (!st__netfd_usable(fd)) {
+        return -1;
+    }
+    for (;;) {
+        ssize_t n = attempt(fd->osfd, args);
+        if (n >= 0) {
+            return n;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (!not_ready(errno) || st_netfd_poll(fd, events, timeout) != 0) {
+            return -1;
+        }
+    }
+}
+
+struct buf_args {
+    void *buf;
+    size_t len;
+};
+
+static ssize_t attempt_read(int osfd, void *args)
+{
+    struct buf_args *a = args;
+    return read(osfd, a->buf, a->len);
+}
+
+ssize_t st_read(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
+{
+    struct buf_args args = {buf, nbyte};
+    return io_retry(fd, POLLIN, timeout, attempt_read, &args);
+}
+
+struct vec_args {
+    const struct iovec *iov;
+    int count;
+};
+
+static ssize_t attempt_readv(int osfd, void *args)
+{
+    struct vec_args *a = args;
+    return readv(osfd, a->iov, a->count);
+}
+
+ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
+{
+    struct vec_args args = {iov, iov_size};
+    return io_retry(fd, POLLIN, timeout, attempt_readv, &args);
+}
+
+/* Account for `done` bytes moved: skip finished entries, trim the current one. */
+static void iov_advance(struct iovec **iov, int *iov_size, size_t done)
+{
+    while (*iov_size > 0 && done >= (*iov)->iov_len) {
+        done -= (*iov)->iov_len;
+        (*iov)->iov_base = (char *)(*iov)->iov_base + (*iov)->iov_len;
+        (*iov)->iov_len = 0;
+        (*iov)++;
+        (*iov_size)--;
+    }
+    if (*iov_size > 0) {
+        (*iov)->iov_base = (char *)(*iov)->iov_base + done;
+        (*iov)->iov_len -= done;
+    }
+}
+
+static ssize_t transfer_once(int osfd, const struct iovec *iov, int count, bool writing)
+{
+    if (count > IOV_MAX) {
+        count = IOV_MAX;
+    }
+    if (count == 1) {
+        return writing ? write(osfd, iov->iov_base, iov->iov_len)
+                       : read(osfd, iov->iov_base, iov->iov_len);
+    }
+    return writing ? writev(osfd, iov, count) : readv(osfd, iov, count);
+}
+
+/*
+ * Move every byte described by *iov, waiting as needed. On return *iov and
+ * *iov_size describe what is left (nothing on success, unless a read hit
+ * end of file), which is how the *_resid functions report partial progress.
+ */
+static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
+                          bool writing)
+{
+    if (!st__netfd_usable(fd)) {
+        return -1;
+    }
+    if (iov == NULL || iov_size == NULL || *iov_size < 0 || (*iov_size > 0 && *iov == NULL)) {
+        errno = EINVAL;
+        return -1;
+    }
+    iov_advance(iov, iov_size, 0);
+    while (*iov_size > 0) {
+        ssize_t n = transfer_once(fd->osfd, *iov, *iov_size, writing);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (!not_ready(errno)) {
+                return -1;
+            }
+        } else if (n == 0 && !writing) {
+            break; /* end of file */
+        } else {
+            iov_advance(iov, iov_size, (size_t)n);
+            if (*iov_size == 0) {
+                break;
+            }
+        }
+        if (st_netfd_poll(fd, writing ? POLLOUT : POLLIN, timeout) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int st_readv_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout)
+{
+    return transfer_resid(fd, iov, iov_size, timeout, false);
+}
+
+int st_writev_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout)
+{
+    return transfer_resid(fd, iov, iov_size, timeout, true);
+}
+
+static int buffer_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t timeout, bool writing)
+{
+    if (resid == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct iovec iov = {.iov_base = buf, .iov_len = *resid};
+    struct iovec *cursor = &iov;
+    int count = 1;
+    int rv = transfer_resid(fd, &cursor, &count, timeout, writing);
+    *resid = iov.iov_len;
+    return rv;
+}
+
+int st_read_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t timeout)
+{
+    return buffer_resid(fd, buf, resid, timeout, false);
+}
+
+int st_write_resid(st_netfd_t fd, const void *buf, size_t *resid, st_utime_t timeout)
+{
+    /* The buffer is only read from; iovec just has no const member. */
+    void *data;
+    memcpy(&data, &buf, sizeof(data));
+    return buffer_resid(fd, data, resid, timeout, true);
+}
+
+ssize_t st_read_fully(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
+{
+    size_t resid = nbyte;
+    return st_read_resid(fd, buf, &resid, timeout) == 0 ? (ssize_t)(nbyte - resid) : -1;
+}
+
+ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeout)
+{
+    size_t resid = nbyte;
+    return st_write_resid(fd, buf, &resid, timeout) == 0 ? (ssize_t)(nbyte - resid) : -1;
+}
+
+ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
+{
+    if (iov_size < 0 || (iov_size > 0 && iov == NULL)) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* transfer_resid consumes the vector it is given: work on a copy. */
+    struct iovec local[LOCAL_IOVECS];
+    struct iovec *copy = local;
+    if (iov_size > LOCAL_IOVECS) {
+        copy = malloc((size_t)iov_size * sizeof(*copy));
+        if (copy == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    size_t total = 0;
+    for (int i = 0; i < iov_size; i++) {
+        copy[i] = iov[i];
+        total += iov[i].iov_len;
+    }
+    struct iovec *cursor = copy;
+    int left = iov_size;
+    ssize_t rv = -1;
+    if (transfer_resid(fd, &cursor, &left, timeout, true) == 0) {
+        rv = (ssize_t)total;
+    }
+    if (copy != local) {
+        free(copy);
+    }
+    return rv;
+}
+
+struct dgram_args {
+    void *buf;
+    size_t len;
+    struct sockaddr *addr;
+    socklen_t addrlen;
+    bool has_addr;
+};
+
+static ssize_t attempt_recvfrom(int osfd, void *args)
+{
+    struct dgram_args *a = args;
+    return recvfrom(osfd, a->buf, a->len, 0, a->has_addr ? a->addr : NULL,
+                    a->has_addr ? &a->addrlen : NULL);
+}
+
+int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *fromlen,
+                st_utime_t timeout)
+{
+    if (len < 0 || (fromlen != NULL && *fromlen < 0)) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct dgram_args args = {buf, (size_t)len, from, fromlen != NULL ? (socklen_t)*fromlen : 0,
+                              from != NULL && fromlen != NULL};
+    ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args);
+    if (n >= 0 && args.has_addr) {
+        *fromlen = (int)args.addrlen;
+    }
+    return (int)n;
+}
+
+static ssize_t attempt_sendto(int osfd, void *args)
+{
+    struct dgram_args *a = args;
+    return sendto(osfd, a->buf, a->len, 0, a->addr, a->addrlen);
+}
+
+int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to, int tolen,
+              st_utime_t timeout)
+{
+    if (len < 0 || tolen < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct dgram_args args = {NULL, (size_t)len, NULL, (socklen_t)tolen, to != NULL};
+    memcpy(&args.buf, &msg, sizeof(args.buf));
+    memcpy(&args.addr, &to, sizeof(args.addr));
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args);
+}
+
+struct msg_args {
+    struct msghdr *msg;
+    int flags;
+};
+
+static ssize_t attempt_recvmsg(int osfd, void *args)
+{
+    struct msg_args *a = args;
+    return recvmsg(osfd, a->msg, a->flags);
+}
+
+int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout)
+{
+    struct msg_args args = {msg, flags};
+    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args);
+}
+
+static ssize_t attempt_sendmsg(int osfd, void *args)
+{
+    struct msg_args *a = args;
+    return sendmsg(osfd, a->msg, a->flags);
+}
+
+int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout)
+{
+    struct msg_args args = {NULL, flags};
+    memcpy(&args.msg, &msg, sizeof(args.msg));
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
+}
+
+struct accept_args {
+    struct sockaddr *addr;
+    socklen_t addrlen;
+    bool has_addr;
+};
+
+static ssize_t attempt_accept(int osfd, void *args)
+{
+    struct accept_args *a = args;
+    /* Accepted sockets do not inherit O_NONBLOCK: set it atomically. */
+    return accept4(osfd, a->has_addr ? a->addr : NULL, a->has_addr ? &a->addrlen : NULL,
+                   SOCK_NONBLOCK);
+}
+
+st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utime_t timeout)
+{
+    if (addrlen != NULL && *addrlen < 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct accept_args args = {addr, addrlen != NULL ? (socklen_t)*addrlen : 0,
+                               addr != NULL && addrlen != NULL};
+    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args);
+    if (osfd < 0) {
+        return NULL;
+    }
+    if (args.has_addr) {
+        *addrlen = (int)args.addrlen;
+    }
+    st_netfd_t client = st__netfd_new((int)osfd, false);
+    if (client == NULL) {
+        int err = errno;
+        (void)close((int)osfd);
+        errno = err;
+    }
+    return client;
+}
+
+int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime_t timeout)
+{
+    if (!st__netfd_usable(fd)) {
+        return -1;
+    }
+    if (addrlen < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    bool interrupted = false;
+    while (connect(fd->osfd, addr, (socklen_t)addrlen) != 0) {
+        if (errno == EINTR) {
+            interrupted = true;
+            continue;
+        }
+        /*
+         * EINPROGRESS: the handshake goes on without us. After an
+         * interrupted connect() the kernel may report the bound socket as
+         * EADDRINUSE or EALREADY; that too means "wait for the outcome".
+         */
+        if (errno != EINPROGRESS && !(interrupted && (errno == EADDRINUSE || errno == EALREADY))) {
+            return -1;
+        }
+        if (st_netfd_poll(fd, POLLOUT, timeout) != 0) {
+            return -1;
+        }
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(fd->osfd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+            return -1;
+        }
+        if (err != 0) {
+            errno = err;
+            return -1;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+st_netfd_t st_open(const char *path, int oflags, mode_t mode)
+{
+    if (path == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (st__sched_running() == NULL) {
+        return NULL;
+    }
+    int osfd;
+    do {
+        osfd = open(path, oflags | O_NONBLOCK, mode);
+    } while (osfd < 0 && errno == EINTR);
+    if (osfd < 0) {
+        return NULL;
+    }
+    st_netfd_t fd = st__netfd_new(osfd, false);
+    if (fd == NULL) {
+        int err = errno;
+        (void)close(osfd);
+        errno = err;
+    }
+    return fd;
+}

@@ -1,0 +1,219 @@
+/*
+ * Bringing a pthread's coroutine world up and down: event-system choice,
+ * st_init() and st_destroy(), the idle coroutine, and the settings that may
+ * be changed before st_init().
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "backend.h"
+#include "netfd.h"
+#include "sched.h"
+#include "st_config.h"
+
+int st_set_eventsys(int eventsys)
+{
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return -1;
+    }
+    if (sched->backend != NULL) {
+        errno = EBUSY;
+        return -1;
+    }
+    const struct st__backend_ops *backend = st__backend_find(eventsys);
+    if (backend == NULL) {
+        return -1;
+    }
+    sched->backend = backend;
+    return 0;
+}
+
+int st_get_eventsys(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL && sched->backend != NULL ? sched->backend->id : -1;
+}
+
+const char *st_get_eventsys_name(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL && sched->backend != NULL ? sched->backend->name : "";
+}
+
+int st_getfdlimit(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL ? sched->osfd_limit : -1;
+}
+
+st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
+{
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return NULL;
+    }
+    st_switch_cb_t old = sched->switch_in_cb;
+    sched->switch_in_cb = cb;
+    return old;
+}
+
+st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
+{
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return NULL;
+    }
+    st_switch_cb_t old = sched->switch_out_cb;
+    sched->switch_out_cb = cb;
+    return old;
+}
+
+void st_set_primordial_stack(void *top, void *bottom)
+{
+    struct st__sched *sched = st__sched_get();
+    if (sched != NULL) {
+        sched->primordial_stack_top = top;
+        sched->primordial_stack_bottom = bottom;
+    }
+}
+
+/*
+ * Process-wide I/O set-up: a write to a closed socket must fail with EPIPE
+ * instead of killing the process, and a server wants every fd it may have.
+ */
+static int io_init(struct st__sched *sched)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = SIG_IGN;
+    if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGPIPE, &sa, NULL) != 0) {
+        return -1;
+    }
+
+    struct rlimit rlim;
+    if (getrlimit(RLIMIT_NOFILE, &rlim) != 0) {
+        return -1;
+    }
+    if (rlim.rlim_cur < rlim.rlim_max) {
+        rlim.rlim_cur = rlim.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rlim); /* best effort: keep the old limit */
+        (void)getrlimit(RLIMIT_NOFILE, &rlim);
+    }
+    rlim_t limit = rlim.rlim_cur > (rlim_t)INT_MAX ? (rlim_t)INT_MAX : rlim.rlim_cur;
+    sched->osfd_limit = (int)limit;
+    if (sched->backend->fd_limit > 0 && sched->osfd_limit > sched->backend->fd_limit) {
+        sched->osfd_limit = sched->backend->fd_limit;
+    }
+    return 0;
+}
+
+/*
+ * The idle coroutine runs only when no other coroutine can: it blocks in
+ * the backend until I/O is ready or the earliest deadline passes, wakes
+ * whoever is due, and hands the CPU on. With nobody left alive, the
+ * process is done.
+ */
+static void *idle_main(void *arg)
+{
+    struct st__sched *sched = arg;
+    struct _st_thread *me = sched->idle;
+    while (sched->active_count > 0) {
+        st__stack_reclaim(&sched->stacks);
+        sched->backend->dispatch(sched, st__sched_next_timeout(sched));
+        st__sched_check_clock(sched);
+        me->state = ST__RUNNABLE;
+        st__sched_switch(sched, me);
+    }
+    exit(0);
+}
+
+static void release_threads(struct st__sched *sched)
+{
+    struct st__list *link = sched->threads.next;
+    while (link != &sched->threads) {
+        struct _st_thread *thread = st__thread_from_all_links(link);
+        link = link->next; /* the object lives on the stack about to go */
+        if (thread->stack != NULL) {
+            st__stack_unmap(thread->stack);
+        }
+    }
+    st__list_init(&sched->threads);
+    free(sched->primordial);
+    sched->primordial = NULL;
+    sched->idle = NULL;
+    sched->current = NULL;
+}
+
+int st_init(void)
+{
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return -1;
+    }
+    if (sched->initialized) {
+        return 0;
+    }
+    if (sched->backend == NULL && st_set_eventsys(ST_EVENTSYS_DEFAULT) != 0) {
+        return -1;
+    }
+    if (io_init(sched) != 0 || sched->backend->init(sched) != 0) {
+        return -1;
+    }
+    sched->last_clock = st__utime(sched);
+
+    struct _st_thread *primordial = calloc(1, sizeof(*primordial));
+    if (primordial == NULL) {
+        sched->backend->fini(sched);
+        errno = ENOMEM;
+        return -1;
+    }
+    primordial->flags = ST__FL_PRIMORDIAL;
+    primordial->state = ST__RUNNING;
+    st__list_init(&primordial->links);
+    st__list_init(&primordial->wait_links);
+    st__heap_node_init(&primordial->timer);
+    st__list_insert_tail(&sched->threads, &primordial->all_links);
+    sched->thread_count++;
+    sched->primordial = primordial;
+    sched->current = primordial;
+
+    struct _st_thread *idle = st__thread_new(sched, idle_main, sched, 0, 0);
+    if (idle == NULL) {
+        int err = errno;
+        release_threads(sched);
+        sched->thread_count = 0;
+        sched->backend->fini(sched);
+        errno = err;
+        return -1;
+    }
+    idle->flags |= ST__FL_IDLE;
+    sched->idle = idle;
+    sched->active_count = 1;
+    sched->initialized = true;
+    return 0;
+}
+
+void st_destroy(void)
+{
+    struct st__sched *sched = st__sched_peek();
+    if (sched == NULL) {
+        return;
+    }
+    if (sched->initialized) {
+        /* Only the primordial runs on a stack that survives the teardown. */
+        if (sched->current != sched->primordial) {
+            errno = EPERM;
+            return;
+        }
+        sched->backend->fini(sched);
+        release_threads(sched);
+    }
+    st__stack_pool_fini(&sched->stacks);
+    st__heap_fini(&sched->sleep_q);
+    st__netfd_freelist_release(sched);
+    free(sched);
+    st__this_sched = NULL;
+}

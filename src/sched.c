@@ -1,0 +1,128 @@
+#include "sched.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "context.h"
+#include "st_config.h"
+
+_Thread_local struct st__sched *st__this_sched __attribute__((tls_model("initial-exec")));
+
+struct st__sched *st__sched_get(void)
+{
+    struct st__sched *sched = st__this_sched;
+    if (sched != NULL) {
+        return sched;
+    }
+    sched = calloc(1, sizeof(*sched));
+    if (sched == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    st__list_init(&sched->run_q);
+    st__list_init(&sched->io_q);
+    st__list_init(&sched->zombie_q);
+    st__list_init(&sched->threads);
+    st__heap_init(&sched->sleep_q);
+    st__stack_pool_init(&sched->stacks, ST__STACK_MODE_FREE ? ST__STACK_FREE : ST__STACK_CACHE,
+                        ST__GUARD_PAGES);
+    sched->osfd_limit = -1;
+    st__this_sched = sched;
+    return sched;
+}
+
+struct st__sched *st__sched_running(void)
+{
+    struct st__sched *sched = st__this_sched;
+    if (sched == NULL || !sched->initialized) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return sched;
+}
+
+void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread)
+{
+    thread->state = ST__RUNNABLE;
+    st__list_insert_tail(&sched->run_q, &thread->links);
+}
+
+void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_utime_t timeout)
+{
+    st_utime_t due = sched->last_clock + timeout;
+    if (due < sched->last_clock) {
+        due = ST_UTIME_NO_TIMEOUT - 1; /* saturate instead of wrapping into the past */
+    }
+    st__heap_insert(&sched->sleep_q, &thread->timer, due);
+}
+
+void st__sched_sleep_del(struct st__sched *sched, struct _st_thread *thread)
+{
+    if (st__heap_node_queued(&thread->timer)) {
+        st__heap_remove(&sched->sleep_q, &thread->timer);
+    }
+}
+
+/* Callbacks are for application coroutines: not the idle one, not a dying one. */
+static bool wants_switch_cb(const struct _st_thread *thread)
+{
+    return (thread->flags & (ST__FL_IDLE | ST__FL_EXITING)) == 0;
+}
+
+void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
+{
+    if (sched->switch_out_cb != NULL && wants_switch_cb(me)) {
+        sched->switch_out_cb();
+    }
+
+    struct st__list *first = st__list_first(&sched->run_q);
+    struct _st_thread *next = sched->idle;
+    if (first != NULL) {
+        st__list_remove(first);
+        next = st__thread_from_links(first);
+    }
+    next->state = ST__RUNNING;
+    sched->current = next;
+    if (next != me) {
+        st__ctx_switch(&me->ctx, &next->ctx);
+    }
+
+    if (sched->switch_in_cb != NULL && wants_switch_cb(me)) {
+        sched->switch_in_cb();
+    }
+}
+
+void st__sched_check_clock(struct st__sched *sched)
+{
+    st_utime_t now = st__utime(sched);
+    sched->last_clock = now;
+    st__time_cache_tick(sched, now);
+
+    /*
+     * Expired coroutines run before those already runnable (a deadline is
+     * a priority), and among themselves in deadline order.
+     */
+    struct st__list expired;
+    st__list_init(&expired);
+    struct st__heap_node *node;
+    while ((node = st__heap_min(&sched->sleep_q)) != NULL && node->due <= now) {
+        st__heap_remove(&sched->sleep_q, node);
+        struct _st_thread *thread = st__thread_from_timer(node);
+        if (thread->state == ST__COND_WAIT) {
+            thread->flags |= ST__FL_TIMEDOUT;
+        }
+        thread->state = ST__RUNNABLE;
+        st__list_insert_tail(&expired, &thread->links);
+    }
+    st__list_splice_head(&sched->run_q, &expired);
+}
+
+st_utime_t st__sched_next_timeout(const struct st__sched *sched)
+{
+    const struct st__heap_node *node = st__heap_min(&sched->sleep_q);
+    if (node == NULL) {
+        return ST_UTIME_NO_TIMEOUT;
+    }
+    return node->due > sched->last_clock ? node->due - sched->last_clock : 0;
+}

@@ -1,0 +1,119 @@
+/*
+ * The scheduler: one per pthread (State Threads' "virtual processor").
+ *
+ * It owns the run queue, the I/O wait queue, the zombie queue, the sleep
+ * heap, the idle coroutine, the clock, the stack pool, the netfd free list,
+ * the key table and the chosen event backend. Nothing else in the library
+ * is global: a pthread finds its scheduler through one thread-local pointer.
+ */
+#ifndef ST__SCHED_H
+#define ST__SCHED_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "heap.h"
+#include "list.h"
+#include "st.h"
+#include "stack.h"
+#include "thread.h"
+
+struct st__backend_ops;
+
+struct st__sched {
+    struct _st_thread *current;
+    struct _st_thread *idle;
+    struct _st_thread *primordial;
+    bool initialized;
+
+    struct st__list run_q;    /* runnable coroutines, in the order they run */
+    struct st__list io_q;     /* struct st__pollq of coroutines waiting for I/O */
+    struct st__list zombie_q; /* finished joinable coroutines not yet joined */
+    struct st__list threads;  /* every coroutine, for debuggers and st_destroy */
+    struct st__heap sleep_q;  /* coroutines with a deadline */
+    int active_count;         /* coroutines that keep the process alive */
+    size_t thread_count;
+
+    st_utime_t last_clock;    /* clock at the last scheduler cycle */
+    st_utime_t (*utime_fn)(void);
+    time_t cached_time;       /* st_time() value while the time cache is on, else 0 */
+    st_utime_t cached_time_at;
+
+    const struct st__backend_ops *backend;
+    void *backend_state;
+    int osfd_limit;
+
+    st_switch_cb_t switch_in_cb;
+    st_switch_cb_t switch_out_cb;
+
+    struct st__stack_pool stacks;
+    struct _st_netfd *netfd_freelist;
+
+    int key_count;
+    void (*key_destructors[ST__KEYS_MAX])(void *value);
+
+    void *primordial_stack_top;
+    void *primordial_stack_bottom;
+};
+
+/* A coroutine's wait in st_poll(): lives on that coroutine's stack. */
+struct st__pollq {
+    struct st__list link; /* on the scheduler's io_q */
+    struct pollfd *pds;
+    int npds;
+    struct _st_thread *thread;
+    bool on_ioq;          /* cleared when I/O readiness woke the coroutine */
+};
+
+static inline struct st__pollq *st__pollq_from_link(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct st__pollq, link);
+}
+
+extern _Thread_local struct st__sched *st__this_sched __attribute__((tls_model("initial-exec")));
+
+/* This pthread's scheduler, or NULL if it has none yet. */
+static inline struct st__sched *st__sched_peek(void)
+{
+    return st__this_sched;
+}
+
+/* This pthread's scheduler, created (not initialised) on first use; NULL + ENOMEM. */
+struct st__sched *st__sched_get(void);
+
+/* The scheduler of an st_init()ed pthread, or NULL with errno EINVAL. */
+struct st__sched *st__sched_running(void);
+
+/* Make `thread` runnable at the tail of the run queue. */
+void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread);
+
+/* Give a coroutine a deadline `timeout` after the scheduler's last clock. */
+void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_utime_t timeout);
+
+/* Drop a coroutine's deadline, if it has one. */
+void st__sched_sleep_del(struct st__sched *sched, struct _st_thread *thread);
+
+/*
+ * Suspend the current coroutine `me` (already placed on whatever queue
+ * will wake it, with its state set) and run the next one. Returns when `me`
+ * is resumed.
+ */
+void st__sched_switch(struct st__sched *sched, struct _st_thread *me);
+
+/* Read the clock, then move every coroutine whose deadline passed to the run queue. */
+void st__sched_check_clock(struct st__sched *sched);
+
+/* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
+st_utime_t st__sched_next_timeout(const struct st__sched *sched);
+
+/* A waiter's I/O is ready: take it off the io_q and make it runnable. */
+void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);
+
+/* The clock used for deadlines (st_utime()). */
+st_utime_t st__utime(const struct st__sched *sched);
+
+/* Refresh the st_time() cache when it is on and a second has passed. */
+void st__time_cache_tick(struct st__sched *sched, st_utime_t now);
+
+#endif /* ST__SCHED_H */

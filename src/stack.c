@@ -1,0 +1,140 @@
+#include "stack.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "st_config.h"
+#if ST__HAVE_VALGRIND
+#include <valgrind/valgrind.h>
+#endif
+
+/* Space the descriptor takes at the top of the mapping, cache-line aligned. */
+#define DESCRIPTOR_SPACE ((sizeof(struct st__stack) + 63) & ~(size_t)63)
+
+void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, bool guard_pages)
+{
+    st__list_init(&pool->cache);
+    st__list_init(&pool->graveyard);
+    pool->mode = mode;
+    pool->pagesize = (size_t)sysconf(_SC_PAGESIZE);
+    pool->guard_pages = guard_pages;
+    pool->randomize = false;
+}
+
+static struct st__stack *stack_from_link(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct st__stack, link);
+}
+
+static void unmap_all(struct st__list *list)
+{
+    struct st__list *link;
+    while ((link = st__list_first(list)) != NULL) {
+        st__list_remove(link);
+        st__stack_unmap(stack_from_link(link));
+    }
+}
+
+void st__stack_pool_fini(struct st__stack_pool *pool)
+{
+    unmap_all(&pool->cache);
+    unmap_all(&pool->graveyard);
+}
+
+void st__stack_reclaim(struct st__stack_pool *pool)
+{
+    unmap_all(&pool->graveyard);
+}
+
+void st__stack_unmap(struct st__stack *stack)
+{
+    /* The descriptor lives inside the mapping: read it before unmapping. */
+    void *base = stack->map_base;
+    size_t size = stack->map_size;
+#if ST__HAVE_VALGRIND
+    VALGRIND_STACK_DEREGISTER(stack->valgrind_id);
+#endif
+    (void)munmap(base, size);
+}
+
+static struct st__stack *take_cached(struct st__stack_pool *pool, size_t size)
+{
+    for (struct st__list *link = pool->cache.next; link != &pool->cache; link = link->next) {
+        struct st__stack *stack = stack_from_link(link);
+        if (stack->size >= size) {
+            st__list_remove(link);
+            return stack;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * A random, 16-byte aligned offset below the top of the mapping. Coroutines
+ * with equal stack sizes would otherwise have their hot top-of-stack lines
+ * map to the same cache sets.
+ */
+static size_t random_offset(const struct st__stack_pool *pool)
+{
+    size_t room = pool->pagesize - DESCRIPTOR_SPACE;
+    return ((size_t)random() % room) & ~(size_t)15;
+}
+
+static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
+{
+    size_t guard = pool->guard_pages ? pool->pagesize : 0;
+    /* One extra page holds the descriptor and the randomisation headroom. */
+    size_t map_size = guard + size + pool->pagesize;
+    char *base = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (guard > 0 && mprotect(base, guard, PROT_NONE) != 0) {
+        (void)munmap(base, map_size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct st__stack *stack = (struct st__stack *)(void *)(base + map_size - DESCRIPTOR_SPACE);
+    stack->map_base = base;
+    stack->map_size = map_size;
+    stack->bottom = base + guard;
+    stack->size = size;
+    stack->top = (char *)stack - (pool->randomize ? random_offset(pool) : 0);
+    st__list_init(&stack->link);
+#if ST__HAVE_VALGRIND
+    /* Without this, valgrind takes every switch for a wild stack-pointer jump. */
+    stack->valgrind_id = VALGRIND_STACK_REGISTER(stack->bottom, (char *)stack);
+#else
+    stack->valgrind_id = 0;
+#endif
+    return stack;
+}
+
+struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
+{
+    size = st__stack_round(pool, size);
+    if (size == 0 || size > SIZE_MAX / 2) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    st__stack_reclaim(pool);
+    struct st__stack *stack = take_cached(pool, size);
+    if (stack != NULL) {
+        return stack;
+    }
+    return map_new(pool, size);
+}
+
+void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)
+{
+    if (pool->mode == ST__STACK_CACHE) {
+        st__list_insert_head(&pool->cache, &stack->link);
+    } else {
+        st__list_insert_tail(&pool->graveyard, &stack->link);
+    }
+}

@@ -1,0 +1,229 @@
+/*
+ * Condition variables and mutexes.
+ *
+ * Scheduling is cooperative, so nothing here needs atomics: a check and the
+ * assignment after it can never be separated by another coroutine. A woken
+ * waiter stays on the wait queue until it runs and unlinks itself; the
+ * waker only changes its state, which is how a later signal knows to skip it.
+ */
+#include "sync.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "sched.h"
+
+void st__cond_init(struct _st_cond *cvar)
+{
+    st__list_init(&cvar->wait_q);
+}
+
+/* Consume a pending interrupt: true (errno EINTR) if there was one. */
+static bool take_interrupt(struct _st_thread *me)
+{
+    if ((me->flags & ST__FL_INTERRUPT) == 0) {
+        return false;
+    }
+    me->flags &= ~ST__FL_INTERRUPT;
+    errno = EINTR;
+    return true;
+}
+
+st_cond_t st_cond_new(void)
+{
+    struct _st_cond *cvar = malloc(sizeof(*cvar));
+    if (cvar == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    st__cond_init(cvar);
+    return cvar;
+}
+
+int st_cond_destroy(st_cond_t cvar)
+{
+    if (cvar == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!st__list_empty(&cvar->wait_q)) {
+        errno = EBUSY;
+        return -1;
+    }
+    free(cvar);
+    return 0;
+}
+
+int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return -1;
+    }
+    if (cvar == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct _st_thread *me = sched->current;
+    if (take_interrupt(me)) {
+        return -1;
+    }
+
+    me->state = ST__COND_WAIT;
+    st__list_insert_tail(&cvar->wait_q, &me->wait_links);
+    if (timeout != ST_UTIME_NO_TIMEOUT) {
+        st__sched_sleep_add(sched, me, timeout);
+    }
+    st__sched_switch(sched, me);
+    st__list_remove(&me->wait_links);
+
+    int rv = 0;
+    if ((me->flags & ST__FL_TIMEDOUT) != 0) {
+        me->flags &= ~ST__FL_TIMEDOUT;
+        errno = ETIME;
+        rv = -1;
+    }
+    if (take_interrupt(me)) {
+        rv = -1;
+    }
+    return rv;
+}
+
+int st_cond_wait(st_cond_t cvar)
+{
+    return st_cond_timedwait(cvar, ST_UTIME_NO_TIMEOUT);
+}
+
+static int cond_wake(st_cond_t cvar, bool all)
+{
+    if (cvar == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct st__sched *sched = st__sched_peek();
+    for (struct st__list *link = cvar->wait_q.next; link != &cvar->wait_q; link = link->next) {
+        struct _st_thread *thread = st__thread_from_wait_links(link);
+        if (thread->state != ST__COND_WAIT) {
+            continue; /* already woken, not yet run */
+        }
+        st__sched_sleep_del(sched, thread);
+        st__sched_make_runnable(sched, thread);
+        if (!all) {
+            break;
+        }
+    }
+    return 0;
+}
+
+int st_cond_signal(st_cond_t cvar)
+{
+    return cond_wake(cvar, false);
+}
+
+int st_cond_broadcast(st_cond_t cvar)
+{
+    return cond_wake(cvar, true);
+}
+
+st_mutex_t st_mutex_new(void)
+{
+    struct _st_mutex *lock = malloc(sizeof(*lock));
+    if (lock == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    lock->owner = NULL;
+    st__list_init(&lock->wait_q);
+    return lock;
+}
+
+int st_mutex_destroy(st_mutex_t lock)
+{
+    if (lock == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (lock->owner != NULL || !st__list_empty(&lock->wait_q)) {
+        errno = EBUSY;
+        return -1;
+    }
+    free(lock);
+    return 0;
+}
+
+int st_mutex_lock(st_mutex_t lock)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return -1;
+    }
+    if (lock == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct _st_thread *me = sched->current;
+    if (take_interrupt(me)) {
+        return -1;
+    }
+    if (lock->owner == NULL) {
+        lock->owner = me;
+        return 0;
+    }
+    if (lock->owner == me) {
+        errno = EDEADLK;
+        return -1;
+    }
+
+    me->state = ST__LOCK_WAIT;
+    st__list_insert_tail(&lock->wait_q, &me->wait_links);
+    st__sched_switch(sched, me);
+    st__list_remove(&me->wait_links);
+
+    /* Ownership handed over wins over an interrupt that came at the same time. */
+    if (lock->owner != me && take_interrupt(me)) {
+        return -1;
+    }
+    return 0;
+}
+
+int st_mutex_unlock(st_mutex_t lock)
+{
+    if (lock == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct st__sched *sched = st__sched_peek();
+    if (sched == NULL || lock->owner != sched->current) {
+        errno = EPERM;
+        return -1;
+    }
+    for (struct st__list *link = lock->wait_q.next; link != &lock->wait_q; link = link->next) {
+        struct _st_thread *thread = st__thread_from_wait_links(link);
+        if (thread->state == ST__LOCK_WAIT) {
+            /* Direct hand-off: nobody can take the lock before the waiter runs. */
+            lock->owner = thread;
+            st__sched_make_runnable(sched, thread);
+            return 0;
+        }
+    }
+    lock->owner = NULL;
+    return 0;
+}
+
+int st_mutex_trylock(st_mutex_t lock)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return -1;
+    }
+    if (lock == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (lock->owner != NULL) {
+        errno = EBUSY;
+        return -1;
+    }
+    lock->owner = sched->current;
+    return 0;
+}

@@ -1,0 +1,186 @@
+/* Coroutine lifecycle: create, run, exit, join, interrupt, yield. */
+#include "thread.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+#include "st_config.h"
+
+/* Every coroutine starts here, on its own stack. */
+static void thread_main(void *arg)
+{
+    struct _st_thread *me = arg;
+    struct st__sched *sched = st__sched_peek();
+    if (sched->switch_in_cb != NULL && (me->flags & ST__FL_IDLE) == 0) {
+        sched->switch_in_cb();
+    }
+    st_thread_exit(me->start(me->arg));
+}
+
+struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *arg), void *arg,
+                                  int joinable, size_t stack_size)
+{
+    /* Reserve the sleep-heap slot now, so going to sleep never allocates. */
+    if (st__heap_reserve(&sched->sleep_q, sched->thread_count + 1) != 0) {
+        return NULL;
+    }
+    if (stack_size == 0) {
+        stack_size = ST__DEFAULT_STACK_SIZE;
+    }
+    struct st__stack *stack = st__stack_acquire(&sched->stacks, stack_size);
+    if (stack == NULL) {
+        return NULL;
+    }
+
+    /* The coroutine object sits at the top of its stack, cache-line aligned. */
+    uintptr_t top = (uintptr_t)stack->top - sizeof(struct _st_thread);
+    struct _st_thread *thread = (struct _st_thread *)(top & ~(uintptr_t)63);
+    memset(thread, 0, sizeof(*thread));
+    thread->start = start;
+    thread->arg = arg;
+    thread->stack = stack;
+    st__list_init(&thread->links);
+    st__list_init(&thread->wait_links);
+    st__heap_node_init(&thread->timer);
+    if (joinable) {
+        st__cond_init(&thread->term_cond);
+        thread->term = &thread->term_cond;
+    }
+    st__ctx_make(&thread->ctx, thread, thread_main, thread);
+
+    st__list_insert_tail(&sched->threads, &thread->all_links);
+    sched->thread_count++;
+    return thread;
+}
+
+st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable, int stack_size)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return NULL;
+    }
+    if (start == NULL || stack_size < 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct _st_thread *thread = st__thread_new(sched, start, arg, joinable, (size_t)stack_size);
+    if (thread == NULL) {
+        return NULL;
+    }
+    sched->active_count++;
+    st__sched_make_runnable(sched, thread);
+    return thread;
+}
+
+st_thread_t st_thread_self(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL ? sched->current : NULL;
+}
+
+void st_thread_exit(void *retval)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return;
+    }
+    struct _st_thread *me = sched->current;
+    me->retval = retval;
+    st__keys_run_destructors(sched, me);
+    me->flags |= ST__FL_EXITING;
+    sched->active_count--;
+
+    if (me->term != NULL) {
+        /* Wait as a zombie until the joiner has taken the return value. */
+        me->state = ST__ZOMBIE;
+        st__list_insert_tail(&sched->zombie_q, &me->links);
+        (void)st_cond_signal(me->term);
+        st__sched_switch(sched, me);
+    }
+
+    st__list_remove(&me->all_links);
+    sched->thread_count--;
+    me->state = ST__ZOMBIE;
+    if (me->stack != NULL) {
+        /* Safe while still on it: in free mode the unmapping is deferred. */
+        st__stack_release(&sched->stacks, me->stack);
+    }
+    st__sched_switch(sched, me);
+    abort(); /* a finished coroutine is never resumed */
+}
+
+int st_thread_join(st_thread_t thread, void **retvalp)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return -1;
+    }
+    if (thread == NULL || thread->term == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (thread == sched->current) {
+        errno = EDEADLK;
+        return -1;
+    }
+    if (!st__list_empty(&thread->term->wait_q)) {
+        errno = EINVAL; /* somebody is joining it already */
+        return -1;
+    }
+    while (thread->state != ST__ZOMBIE) {
+        if (st_cond_timedwait(thread->term, ST_UTIME_NO_TIMEOUT) != 0) {
+            return -1;
+        }
+    }
+    if (retvalp != NULL) {
+        *retvalp = thread->retval;
+    }
+    /* Let the zombie finish exiting: it frees what it owns itself. */
+    st__list_remove(&thread->links);
+    st__sched_make_runnable(sched, thread);
+    return 0;
+}
+
+void st_thread_interrupt(st_thread_t thread)
+{
+    if (thread == NULL || thread->state == ST__ZOMBIE) {
+        return;
+    }
+    thread->flags |= ST__FL_INTERRUPT;
+    if (thread->state == ST__RUNNING || thread->state == ST__RUNNABLE) {
+        return; /* it sees the flag at its next blocking call */
+    }
+    struct st__sched *sched = st__sched_peek();
+    st__sched_sleep_del(sched, thread);
+    st__sched_make_runnable(sched, thread);
+}
+
+void st_thread_yield(void)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL) {
+        return;
+    }
+    st__sched_check_clock(sched);
+    if (st__list_empty(&sched->run_q)) {
+        return;
+    }
+    struct _st_thread *me = sched->current;
+    st__sched_make_runnable(sched, me);
+    st__sched_switch(sched, me);
+}
+
+int st_randomize_stacks(int on)
+{
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return -1;
+    }
+    int was_on = sched->stacks.randomize ? 1 : 0;
+    sched->stacks.randomize = on != 0;
+    return was_on;
+}

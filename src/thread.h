@@ -1,0 +1,93 @@
+/*
+ * The coroutine object (State Threads calls it a thread).
+ *
+ * A created coroutine's object lives at the top of its own stack, so
+ * creating one costs a single stack acquisition; the primordial coroutine
+ * (the pthread that called st_init) is heap-allocated and runs on the
+ * pthread's own stack.
+ */
+#ifndef ST__THREAD_H
+#define ST__THREAD_H
+
+#include "context.h"
+#include "heap.h"
+#include "list.h"
+#include "stack.h"
+#include "st.h"
+#include "sync.h"
+
+#define ST__KEYS_MAX 16
+
+enum st__thread_state {
+    ST__RUNNING,
+    ST__RUNNABLE,
+    ST__IO_WAIT,
+    ST__LOCK_WAIT,
+    ST__COND_WAIT,
+    ST__SLEEPING,
+    ST__ZOMBIE,
+    ST__SUSPENDED,
+};
+
+enum st__thread_flag {
+    ST__FL_PRIMORDIAL = 1U << 0,
+    ST__FL_IDLE = 1U << 1,
+    ST__FL_INTERRUPT = 1U << 2, /* st_thread_interrupt() not yet consumed */
+    ST__FL_TIMEDOUT = 1U << 3,  /* a cond wait's deadline passed */
+    ST__FL_EXITING = 1U << 4,   /* inside st_thread_exit() */
+};
+
+struct _st_thread {
+    enum st__thread_state state;
+    unsigned flags;
+
+    void *(*start)(void *arg);
+    void *arg;
+    void *retval;
+
+    struct st__stack *stack;     /* NULL for the primordial coroutine */
+    struct st__list links;       /* on the run queue or the zombie queue */
+    struct st__list wait_links;  /* on a cond's or a mutex's wait queue */
+    struct st__list all_links;   /* on the scheduler's list of every coroutine */
+    struct st__heap_node timer;  /* on the sleep heap while a deadline is set */
+
+    struct _st_cond *term;       /* &term_cond when joinable, else NULL */
+    struct _st_cond term_cond;
+
+    struct st__ctx ctx;
+    void *keys[ST__KEYS_MAX];    /* st_thread_setspecific() values */
+};
+
+static inline struct _st_thread *st__thread_from_links(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct _st_thread, links);
+}
+
+static inline struct _st_thread *st__thread_from_wait_links(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct _st_thread, wait_links);
+}
+
+static inline struct _st_thread *st__thread_from_all_links(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct _st_thread, all_links);
+}
+
+static inline struct _st_thread *st__thread_from_timer(struct st__heap_node *node)
+{
+    return ST__CONTAINER_OF(node, struct _st_thread, timer);
+}
+
+struct st__sched;
+
+/*
+ * Create a coroutine that is not yet on any queue (the idle coroutine is
+ * made this way too). Returns NULL with errno set on failure.
+ */
+struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *arg), void *arg,
+                                  int joinable, size_t stack_size);
+
+/* Run the key destructors of a coroutine that is exiting. */
+void st__keys_run_destructors(struct st__sched *sched, struct _st_thread *thread);
+
+#endif /* ST__THREAD_H */

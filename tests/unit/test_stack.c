@@ -1,0 +1,142 @@
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "stack.h"
+
+static size_t page(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Whether [addr, addr+len) is mapped: msync fails with ENOMEM on a hole. */
+static bool mapped(void *addr, size_t len)
+{
+    return msync(addr, len, MS_ASYNC) == 0;
+}
+
+Test(stack, acquire_rounds_up_to_whole_pages)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *stack = st__stack_acquire(&pool, 1);
+    cr_assert_not_null(stack);
+    cr_expect_eq(stack->size, page());
+    cr_expect_geq((size_t)(stack->top - stack->bottom), page());
+    cr_expect_eq((uintptr_t)stack->bottom % page(), 0);
+    stack->bottom[0] = 1; /* usable at both ends */
+    stack->top[-1] = 1;
+    st__stack_release(&pool, stack);
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, zero_or_absurd_sizes_fail_with_enomem)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, false);
+    errno = 0;
+    cr_expect_null(st__stack_acquire(&pool, 0));
+    cr_expect_eq(errno, ENOMEM);
+    errno = 0;
+    cr_expect_null(st__stack_acquire(&pool, SIZE_MAX - 100));
+    cr_expect_eq(errno, ENOMEM);
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, guard_page_faults_on_overflow, .signal = SIGSEGV)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *stack = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(stack);
+    volatile char *below = stack->bottom - 1;
+    *below = 1; /* must fault */
+}
+
+Test(stack, without_guard_pages_the_mapping_starts_at_the_bottom)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, false);
+    struct st__stack *stack = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(stack);
+    cr_expect_eq(stack->bottom, stack->map_base);
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, cache_mode_reuses_released_stacks)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *a = st__stack_acquire(&pool, 8 * page());
+    cr_assert_not_null(a);
+    char *a_base = a->map_base;
+    st__stack_release(&pool, a);
+    struct st__stack *b = st__stack_acquire(&pool, 4 * page());
+    cr_expect_eq(b, a, "a big enough cached stack is handed out again");
+    struct st__stack *c = st__stack_acquire(&pool, 4 * page());
+    cr_expect_neq(c, a, "a stack in use is never handed out twice");
+    st__stack_release(&pool, b);
+    struct st__stack *d = st__stack_acquire(&pool, 16 * page());
+    cr_expect_neq(d, a, "a cached stack that is too small is not used");
+    cr_expect_geq(d->size, 16 * page());
+    st__stack_release(&pool, c);
+    st__stack_release(&pool, d);
+    st__stack_pool_fini(&pool);
+    cr_expect_not(mapped(a_base, page()), "fini unmaps cached stacks");
+}
+
+Test(stack, free_mode_defers_unmapping_until_reclaim)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_FREE, true);
+    struct st__stack *a = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(a);
+    char *base = a->map_base;
+    size_t size = a->map_size;
+    st__stack_release(&pool, a);
+    cr_expect(mapped(base, size), "release must not unmap the stack it may run on");
+    st__stack_reclaim(&pool);
+    cr_expect_not(mapped(base, size), "reclaim returns it to the OS");
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, free_mode_acquire_reclaims_the_previous_release)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_FREE, false);
+    struct st__stack *a = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(a);
+    char *base = a->map_base;
+    size_t size = a->map_size;
+    st__stack_release(&pool, a);
+    struct st__stack *b = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(b);
+    if (b->map_base != base) {
+        cr_expect_not(mapped(base, size));
+    }
+    st__stack_release(&pool, b);
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, randomised_tops_stay_aligned_and_inside_the_mapping)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_FREE, true);
+    pool.randomize = true;
+    bool moved = false;
+    for (int i = 0; i < 32; i++) {
+        struct st__stack *s = st__stack_acquire(&pool, 4 * page());
+        cr_assert_not_null(s);
+        cr_expect_eq((uintptr_t)s->top % 16, 0);
+        cr_expect_leq(s->top, (char *)s);
+        cr_expect_geq((size_t)(s->top - s->bottom), s->size);
+        moved = moved || s->top != (char *)s;
+        st__stack_release(&pool, s);
+        st__stack_reclaim(&pool);
+    }
+    cr_expect(moved, "randomisation never moved the top of the stack");
+    st__stack_pool_fini(&pool);
+}
