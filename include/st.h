@@ -77,7 +77,7 @@ ST_EXPORT st_thread_t st_thread_self(void);
 ST_EXPORT void st_thread_exit(void *retval);
 ST_EXPORT int st_thread_join(st_thread_t thread, void **retvalp);
 ST_EXPORT void st_thread_interrupt(st_thread_t thread);
-ST_EXPORT void st_thread_yield();
+ST_EXPORT void st_thread_yield(void);
 ST_EXPORT st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable, int stack_size);
 ST_EXPORT int st_randomize_stacks(int on);
 ST_EXPORT int st_set_utime_function(st_utime_t (*func)(void));

@@ -150,7 +150,7 @@ static void select_dispatch(struct st__sched *sched, st_utime_t timeout)
             pd->revents = 0;
             for (int s = 0; s < 3; s++) {
                 if ((pd->events & set_events[s]) != 0 && FD_ISSET(pd->fd, &result[s])) {
-                    pd->revents |= set_events[s];
+                    pd->revents = (short)(pd->revents | set_events[s]);
                 }
             }
             ready += pd->revents != 0;

@@ -251,19 +251,17 @@ ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime
     return rv;
 }
 
-struct dgram_args {
+struct recvfrom_args {
     void *buf;
     size_t len;
-    struct sockaddr *addr;
-    socklen_t addrlen;
-    bool has_addr;
+    struct sockaddr *from;
+    socklen_t *fromlen;
 };
 
 static ssize_t attempt_recvfrom(int osfd, void *args)
 {
-    struct dgram_args *a = args;
-    return recvfrom(osfd, a->buf, a->len, 0, a->has_addr ? a->addr : NULL,
-                    a->has_addr ? &a->addrlen : NULL);
+    struct recvfrom_args *a = args;
+    return recvfrom(osfd, a->buf, a->len, 0, a->from, a->fromlen);
 }
 
 int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *fromlen,
@@ -273,19 +271,28 @@ int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *f
         errno = EINVAL;
         return -1;
     }
-    struct dgram_args args = {buf, (size_t)len, from, fromlen != NULL ? (socklen_t)*fromlen : 0,
-                              from != NULL && fromlen != NULL};
+    socklen_t addrlen = fromlen != NULL ? (socklen_t)*fromlen : 0;
+    bool want_addr = from != NULL && fromlen != NULL;
+    struct recvfrom_args args = {buf, (size_t)len, want_addr ? from : NULL,
+                                 want_addr ? &addrlen : NULL};
     ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args);
-    if (n >= 0 && args.has_addr) {
-        *fromlen = (int)args.addrlen;
+    if (n >= 0 && want_addr) {
+        *fromlen = (int)addrlen;
     }
     return (int)n;
 }
 
+struct sendto_args {
+    const void *buf;
+    size_t len;
+    const struct sockaddr *to;
+    socklen_t tolen;
+};
+
 static ssize_t attempt_sendto(int osfd, void *args)
 {
-    struct dgram_args *a = args;
-    return sendto(osfd, a->buf, a->len, 0, a->addr, a->addrlen);
+    const struct sendto_args *a = args;
+    return sendto(osfd, a->buf, a->len, 0, a->to, a->tolen);
 }
 
 int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to, int tolen,
@@ -295,54 +302,54 @@ int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to
         errno = EINVAL;
         return -1;
     }
-    struct dgram_args args = {NULL, (size_t)len, NULL, (socklen_t)tolen, to != NULL};
-    memcpy(&args.buf, &msg, sizeof(args.buf));
-    memcpy(&args.addr, &to, sizeof(args.addr));
+    struct sendto_args args = {msg, (size_t)len, to, (socklen_t)tolen};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args);
 }
 
-struct msg_args {
+struct recvmsg_args {
     struct msghdr *msg;
     int flags;
 };
 
 static ssize_t attempt_recvmsg(int osfd, void *args)
 {
-    struct msg_args *a = args;
+    struct recvmsg_args *a = args;
     return recvmsg(osfd, a->msg, a->flags);
 }
 
 int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout)
 {
-    struct msg_args args = {msg, flags};
+    struct recvmsg_args args = {msg, flags};
     return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args);
 }
 
+struct sendmsg_args {
+    const struct msghdr *msg;
+    int flags;
+};
+
 static ssize_t attempt_sendmsg(int osfd, void *args)
 {
-    struct msg_args *a = args;
+    const struct sendmsg_args *a = args;
     return sendmsg(osfd, a->msg, a->flags);
 }
 
 int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout)
 {
-    struct msg_args args = {NULL, flags};
-    memcpy(&args.msg, &msg, sizeof(args.msg));
+    struct sendmsg_args args = {msg, flags};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
 }
 
 struct accept_args {
     struct sockaddr *addr;
-    socklen_t addrlen;
-    bool has_addr;
+    socklen_t *addrlen;
 };
 
 static ssize_t attempt_accept(int osfd, void *args)
 {
     struct accept_args *a = args;
     /* Accepted sockets do not inherit O_NONBLOCK: set it atomically. */
-    return accept4(osfd, a->has_addr ? a->addr : NULL, a->has_addr ? &a->addrlen : NULL,
-                   SOCK_NONBLOCK);
+    return accept4(osfd, a->addr, a->addrlen, SOCK_NONBLOCK);
 }
 
 st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utime_t timeout)
@@ -351,14 +358,15 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
         errno = EINVAL;
         return NULL;
     }
-    struct accept_args args = {addr, addrlen != NULL ? (socklen_t)*addrlen : 0,
-                               addr != NULL && addrlen != NULL};
+    socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
+    bool want_addr = addr != NULL && addrlen != NULL;
+    struct accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
     ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args);
     if (osfd < 0) {
         return NULL;
     }
-    if (args.has_addr) {
-        *addrlen = (int)args.addrlen;
+    if (want_addr) {
+        *addrlen = (int)len;
     }
     st_netfd_t client = st__netfd_new((int)osfd, false);
     if (client == NULL) {

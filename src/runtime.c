@@ -156,8 +156,11 @@ int st_init(void)
     if (sched->initialized) {
         return 0;
     }
-    if (sched->backend == NULL && st_set_eventsys(ST_EVENTSYS_DEFAULT) != 0) {
-        return -1;
+    if (sched->backend == NULL) {
+        sched->backend = st__backend_find(ST_EVENTSYS_DEFAULT);
+        if (sched->backend == NULL) {
+            return -1;
+        }
     }
     if (io_init(sched) != 0 || sched->backend->init(sched) != 0) {
         return -1;

@@ -37,8 +37,9 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
     }
 
     /* The coroutine object sits at the top of its stack, cache-line aligned. */
-    uintptr_t top = (uintptr_t)stack->top - sizeof(struct _st_thread);
-    struct _st_thread *thread = (struct _st_thread *)(top & ~(uintptr_t)63);
+    char *top = stack->top - sizeof(struct _st_thread);
+    top -= (uintptr_t)top & 63U;
+    struct _st_thread *thread = (struct _st_thread *)(void *)top;
     memset(thread, 0, sizeof(*thread));
     thread->start = start;
     thread->arg = arg;
