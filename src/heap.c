@@ -33,7 +33,9 @@ int st__heap_reserve(struct st__heap *heap, size_t count)
     while (capacity < count) {
         capacity *= 2;
     }
-    struct st__heap_node **slots = realloc((void *)heap->slots, capacity * sizeof(*slots));
+    /* An array of node pointers, so sizeof a pointer is meant. */
+    struct st__heap_node **slots =
+        realloc((void *)heap->slots, capacity * sizeof(*slots)); // NOLINT(bugprone-sizeof-expression)
     if (slots == NULL) {
         errno = ENOMEM;
         return -1;

@@ -1,0 +1,436 @@
+/*
+ * Readiness waits: st_poll and st_netfd_poll.
+ */
+#include "st_test.h"
+
+ST_TEST_SUITE(poll);
+
+Test(poll, ready_fds_are_counted)
+{
+    st_netfd_t a;
+    st_netfd_t b;
+    struct pollfd pds[3];
+    char c;
+
+    st_test_init();
+    st_test_socketpair(&a, &b);
+    cr_assert_eq(st_write(b, "x", 1, 1000000), 1);
+    pds[0] = (struct pollfd){.fd = st_netfd_fileno(a), .events = POLLIN, .revents = 77};
+    pds[1] = (struct pollfd){.fd = st_netfd_fileno(b), .events = POLLOUT, .revents = 77};
+    pds[2] = (struct pollfd){.fd = st_netfd_fileno(b), .events = POLLIN, .revents = 77};
+    cr_assert_eq(st_poll(pds, 3, 1000000), 2);
+    cr_assert(pds[0].revents & POLLIN);
+    cr_assert(pds[1].revents & POLLOUT);
+    cr_assert_eq(pds[2].revents, 0, "revents of an idle fd is %d", pds[2].revents);
+    cr_assert_eq(st_read(a, &c, 1, 1000), 1);
+    cr_assert_eq(st_netfd_close(a), 0);
+    cr_assert_eq(st_netfd_close(b), 0);
+}
+
+static void *write_later(void *arg)
+{
+    int raw = *(int *)arg;
+
+    cr_expect_eq(st_usleep(3000), 0);
+    cr_expect_eq(write(raw, "!", 1), 1);
+    return NULL;
+}
+
+Test(poll, waits_until_an_fd_is_ready)
+{
+    st_netfd_t n1;
+    st_netfd_t n2;
+    int r1;
+    int r2;
+    struct pollfd pds[2];
+    st_thread_t t;
+    long long start;
+
+    st_test_init();
+    n1 = st_test_socketpair_raw(&r1);
+    n2 = st_test_socketpair_raw(&r2);
+    cr_assert_eq(st_usleep(1000), 0); /* fresh scheduler clock */
+    /* The writer only starts (and starts its delay) once the poll blocks. */
+    t = st_thread_create(write_later, &r2, 1, 0);
+    cr_assert_not_null(t);
+    pds[0] = (struct pollfd){.fd = st_netfd_fileno(n1), .events = POLLIN};
+    pds[1] = (struct pollfd){.fd = st_netfd_fileno(n2), .events = POLLIN};
+    start = st_test_now_us();
+    cr_assert_eq(st_poll(pds, 2, 5000000), 1);
+    cr_assert_geq(st_test_now_us() - start, 3000 - ST_TEST_SLACK_US);
+    cr_assert_eq(pds[0].revents, 0);
+    cr_assert(pds[1].revents & POLLIN);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(st_netfd_close(n1), 0);
+    cr_assert_eq(st_netfd_close(n2), 0);
+    close(r1);
+    close(r2);
+}
+
+Test(poll, timeout_returns_zero)
+{
+    st_netfd_t nfd;
+    int raw;
+    struct pollfd pd;
+    long long start;
+    long long elapsed;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    cr_assert_eq(st_usleep(1000), 0);
+    pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN};
+    start = st_test_now_us();
+    cr_assert_eq(st_poll(&pd, 1, 20000), 0);
+    elapsed = st_test_now_us() - start;
+    cr_assert_geq(elapsed, 20000 - ST_TEST_SLACK_US);
+    cr_assert_lt(elapsed, ST_TEST_LATE_US);
+    cr_assert_eq(pd.revents, 0);
+    /* NO_WAIT polls once. */
+    cr_assert_eq(st_poll(&pd, 1, ST_UTIME_NO_WAIT), 0);
+    cr_assert_eq(write(raw, "d", 1), 1);
+    cr_assert_eq(st_poll(&pd, 1, ST_UTIME_NO_WAIT), 1);
+    cr_assert(pd.revents & POLLIN);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, no_fds_just_sleeps)
+{
+    long long start;
+    long long elapsed;
+
+    st_test_init();
+    cr_assert_eq(st_usleep(1000), 0);
+    start = st_test_now_us();
+    cr_assert_eq(st_poll(NULL, 0, 10000), 0);
+    elapsed = st_test_now_us() - start;
+    cr_assert_geq(elapsed, 10000 - ST_TEST_SLACK_US);
+    cr_assert_lt(elapsed, ST_TEST_LATE_US);
+}
+
+Test(poll, invalid_pollfds_are_einval)
+{
+    st_netfd_t nfd;
+    int raw;
+    struct pollfd pds[2];
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    pds[0] = (struct pollfd){.fd = -1, .events = POLLIN};
+    ST_ASSERT_FAILS(st_poll(pds, 1, 1000), EINVAL);
+    pds[0] = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = 0};
+    ST_ASSERT_FAILS(st_poll(pds, 1, 1000), EINVAL);
+    pds[0] = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN | 0x4000};
+    ST_ASSERT_FAILS(st_poll(pds, 1, 1000), EINVAL);
+    pds[0] = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLERR};
+    ST_ASSERT_FAILS(st_poll(pds, 1, 1000), EINVAL);
+    /* One bad entry spoils the whole set, and leaves nothing registered. */
+    pds[0] = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN};
+    pds[1] = (struct pollfd){.fd = -5, .events = POLLIN};
+    ST_ASSERT_FAILS(st_poll(pds, 2, 1000), EINVAL);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, priority_and_output_events)
+{
+    st_netfd_t nfd;
+    int raw;
+    struct pollfd pd;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN | POLLPRI};
+    cr_assert_eq(st_poll(&pd, 1, 2000), 0);
+    pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN | POLLOUT | POLLPRI};
+    cr_assert_eq(st_poll(&pd, 1, 1000000), 1);
+    cr_assert(pd.revents & POLLOUT);
+    cr_assert_eq(pd.revents & POLLIN, 0);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, hangup_wakes_a_reader)
+{
+    st_netfd_t nfd;
+    int raw;
+    struct pollfd pd;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    close(raw);
+    pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN};
+    cr_assert_eq(st_poll(&pd, 1, 1000000), 1);
+    cr_assert(pd.revents & (POLLIN | POLLHUP), "revents 0x%x", pd.revents);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+}
+
+struct waiter {
+    st_netfd_t nfd;
+    int how;
+    st_utime_t timeout;
+    int rc;
+    int err;
+    long long woke;
+};
+
+static void *netfd_poll_main(void *arg)
+{
+    struct waiter *w = arg;
+
+    errno = 0;
+    w->rc = st_netfd_poll(w->nfd, w->how, w->timeout);
+    w->err = errno;
+    w->woke = st_test_now_us();
+    return NULL;
+}
+
+Test(poll, netfd_poll_ready_timeout_and_output)
+{
+    st_netfd_t nfd;
+    int raw;
+    long long start;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    cr_assert_eq(st_netfd_poll(nfd, POLLOUT, 1000000), 0);
+    cr_assert_eq(st_usleep(1000), 0);
+    start = st_test_now_us();
+    ST_ASSERT_FAILS(st_netfd_poll(nfd, POLLIN, 10000), ETIME);
+    cr_assert_geq(st_test_now_us() - start, 10000 - ST_TEST_SLACK_US);
+    ST_ASSERT_FAILS(st_netfd_poll(nfd, POLLIN, ST_UTIME_NO_WAIT), ETIME);
+    cr_assert_eq(write(raw, "r", 1), 1);
+    cr_assert_eq(st_netfd_poll(nfd, POLLIN, 1000000), 0);
+    cr_assert_eq(st_netfd_poll(nfd, POLLIN, ST_UTIME_NO_WAIT), 0);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, two_waiters_on_one_fd_both_wake)
+{
+    struct waiter w[2];
+    st_thread_t t[2];
+    st_netfd_t nfd;
+    int raw;
+    int i;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    for (i = 0; i < 2; i++) {
+        w[i] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
+        t[i] = st_thread_create(netfd_poll_main, &w[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    cr_assert_eq(st_usleep(2000), 0);
+    cr_assert_eq(w[0].rc, 99);
+    cr_assert_eq(w[1].rc, 99);
+    cr_assert_eq(write(raw, "both", 4), 4);
+    for (i = 0; i < 2; i++) {
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        cr_assert_eq(w[i].rc, 0, "waiter %d: rc %d errno %d", i, w[i].rc, w[i].err);
+    }
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, waiter_timing_out_does_not_disturb_another)
+{
+    struct waiter w[2];
+    st_thread_t t[2];
+    st_netfd_t nfd;
+    int raw;
+    int i;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    w[0] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 2000, .rc = 99};
+    w[1] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
+    for (i = 0; i < 2; i++) {
+        t[i] = st_thread_create(netfd_poll_main, &w[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    cr_assert_eq(w[0].rc, -1);
+    cr_assert_eq(w[0].err, ETIME);
+    cr_assert_eq(w[1].rc, 99);
+    /* The remaining waiter is still registered and wakes on data. */
+    cr_assert_eq(write(raw, "x", 1), 1);
+    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    cr_assert_eq(w[1].rc, 0);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, reader_and_writer_on_one_fd)
+{
+    struct waiter w[2];
+    st_thread_t t[2];
+    st_netfd_t nfd;
+    int raw;
+    int i;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    w[0] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
+    w[1] = (struct waiter){.nfd = nfd, .how = POLLOUT, .timeout = 5000000, .rc = 99};
+    for (i = 0; i < 2; i++) {
+        t[i] = st_thread_create(netfd_poll_main, &w[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    cr_assert_eq(w[1].rc, 0);
+    cr_assert_eq(w[0].rc, 99, "the reader woke without data");
+    cr_assert_eq(write(raw, "x", 1), 1);
+    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    cr_assert_eq(w[0].rc, 0);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+Test(poll, interrupt_wakes_poll)
+{
+    struct waiter w = {.how = POLLIN, .timeout = ST_UTIME_NO_TIMEOUT, .rc = 99};
+    st_thread_t t;
+    int raw;
+
+    st_test_init();
+    w.nfd = st_test_socketpair_raw(&raw);
+    t = st_thread_create(netfd_poll_main, &w, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    st_thread_interrupt(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(w.rc, -1);
+    cr_assert_eq(w.err, EINTR);
+    /* The fd is free of waiters again. */
+    cr_assert_eq(st_netfd_close(w.nfd), 0);
+    close(raw);
+}
+
+Test(poll, pending_interrupt_fails_poll_once)
+{
+    st_netfd_t nfd;
+    int raw;
+    struct pollfd pd;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN};
+    st_thread_interrupt(st_thread_self());
+    ST_ASSERT_FAILS(st_poll(&pd, 1, 1000000), EINTR);
+    cr_assert_eq(st_poll(&pd, 1, 1000), 0);
+    st_thread_interrupt(st_thread_self());
+    ST_ASSERT_FAILS(st_netfd_poll(nfd, POLLIN, 1000000), EINTR);
+    ST_ASSERT_FAILS(st_netfd_poll(nfd, POLLIN, 1000), ETIME);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+struct many {
+    st_netfd_t nfd;
+    int ok;
+};
+
+static void *read_one(void *arg)
+{
+    struct many *m = arg;
+    char c;
+
+    if (st_read(m->nfd, &c, 1, 5000000) == 1 && c == 'm') {
+        m->ok = 1;
+    }
+    return NULL;
+}
+
+Test(poll, many_fds_many_waiters)
+{
+    enum { N = 100 };
+    static struct many m[N];
+    static int raw[N];
+    static st_thread_t t[N];
+    int i;
+
+    st_test_init();
+    for (i = 0; i < N; i++) {
+        m[i].nfd = st_test_socketpair_raw(&raw[i]);
+        m[i].ok = 0;
+        t[i] = st_thread_create(read_one, &m[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    cr_assert_eq(st_usleep(1000), 0);
+    /* Wake them in a scrambled order, a few at a time. */
+    for (i = 0; i < N; i++) {
+        int k = (i * 31) % N;
+
+        cr_assert_eq(write(raw[k], "m", 1), 1);
+        if (i % 10 == 9) {
+            cr_assert_eq(st_usleep(200), 0);
+        }
+    }
+    for (i = 0; i < N; i++) {
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        cr_assert_eq(m[i].ok, 1, "reader %d", i);
+        cr_assert_eq(st_netfd_close(m[i].nfd), 0);
+        close(raw[i]);
+    }
+}
+
+Test(poll, one_poll_over_many_fds)
+{
+    enum { N = 40 };
+    st_netfd_t nfd[N];
+    int raw[N];
+    struct pollfd pds[N];
+    int i;
+
+    st_test_init();
+    for (i = 0; i < N; i++) {
+        nfd[i] = st_test_socketpair_raw(&raw[i]);
+        pds[i] = (struct pollfd){.fd = st_netfd_fileno(nfd[i]), .events = POLLIN};
+    }
+    cr_assert_eq(st_poll(pds, N, 2000), 0);
+    cr_assert_eq(write(raw[7], "a", 1), 1);
+    cr_assert_eq(write(raw[33], "b", 1), 1);
+    cr_assert_eq(st_poll(pds, N, 1000000), 2);
+    for (i = 0; i < N; i++) {
+        if (i == 7 || i == 33) {
+            cr_assert(pds[i].revents & POLLIN, "fd %d", i);
+        } else {
+            cr_assert_eq(pds[i].revents, 0, "fd %d", i);
+        }
+    }
+    for (i = 0; i < N; i++) {
+        cr_assert_eq(st_netfd_close(nfd[i]), 0);
+        close(raw[i]);
+    }
+}
+
+Test(poll, bad_counts_are_einval)
+{
+    struct pollfd pd = {.fd = 0, .events = POLLIN};
+
+    st_test_init();
+    ST_ASSERT_FAILS(st_poll(&pd, -1, 1000), EINVAL);
+    ST_ASSERT_FAILS(st_poll(NULL, 1, 1000), EINVAL);
+}
+
+Test(poll, closed_descriptor_is_ebadf)
+{
+    st_netfd_t nfd;
+    int raw;
+    int osfd;
+    char c;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    osfd = st_netfd_fileno(nfd);
+    /* Closed behind the library's back. */
+    cr_assert_eq(close(osfd), 0);
+    ST_ASSERT_FAILS(st_netfd_poll(nfd, POLLIN, 1000000), EBADF);
+    ST_ASSERT_FAILS(st_read(nfd, &c, 1, 1000000), EBADF);
+    ST_ASSERT_FAILS(st_write(nfd, "x", 1, 1000000), EBADF);
+    /* The scheduler is unharmed. */
+    cr_assert_eq(st_usleep(1000), 0);
+    st_netfd_free(nfd);
+    close(raw);
+}

@@ -1,0 +1,330 @@
+/*
+ * Sleeping and time: st_usleep, st_sleep, st_utime, st_utime_last_clock,
+ * st_set_utime_function, st_timecache_set, st_time.
+ */
+#include "st_test.h"
+
+#include <sys/time.h>
+
+ST_TEST_SUITE(sleep_time);
+
+/* Wake once through the scheduler so its clock is fresh before measuring. */
+static void settle(void)
+{
+    cr_assert_eq(st_usleep(1000), 0);
+}
+
+static void check_usleep(st_utime_t usecs)
+{
+    long long start;
+    long long elapsed;
+
+    start = st_test_now_us();
+    cr_assert_eq(st_usleep(usecs), 0);
+    elapsed = st_test_now_us() - start;
+    cr_assert_geq(elapsed, (long long)usecs - ST_TEST_SLACK_US, "st_usleep(%llu) took %lld us",
+                  usecs, elapsed);
+    cr_assert_lt(elapsed, (long long)usecs + ST_TEST_LATE_US);
+}
+
+Test(sleep_time, usleep_waits_at_least_the_duration)
+{
+    st_test_init();
+    settle();
+    check_usleep(20000);
+    check_usleep(5000);
+    check_usleep(1500); /* below one millisecond of slack for ms-based backends */
+}
+
+Test(sleep_time, usleep_zero_returns_promptly)
+{
+    long long start;
+
+    st_test_init();
+    start = st_test_now_us();
+    cr_assert_eq(st_usleep(0), 0);
+    cr_assert_eq(st_usleep(ST_UTIME_NO_WAIT), 0);
+    cr_assert_lt(st_test_now_us() - start, ST_TEST_LATE_US);
+}
+
+Test(sleep_time, st_sleep_zero_returns_promptly)
+{
+    long long start;
+
+    st_test_init();
+    start = st_test_now_us();
+    cr_assert_eq(st_sleep(0), 0);
+    cr_assert_lt(st_test_now_us() - start, ST_TEST_LATE_US);
+}
+
+struct sleeper {
+    st_utime_t usecs;
+    int rc;
+    long long woke;
+};
+
+static void *sleeper_main(void *arg)
+{
+    struct sleeper *s = arg;
+
+    s->rc = st_usleep(s->usecs);
+    s->woke = st_test_now_us();
+    return NULL;
+}
+
+Test(sleep_time, sleepers_do_not_block_each_other)
+{
+    struct sleeper s[3] = {{15000, -1, 0}, {5000, -1, 0}, {10000, -1, 0}};
+    st_thread_t t[3];
+    long long start;
+    int i;
+
+    st_test_init();
+    settle();
+    start = st_test_now_us();
+    for (i = 0; i < 3; i++) {
+        t[i] = st_thread_create(sleeper_main, &s[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    for (i = 0; i < 3; i++) {
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+    }
+    for (i = 0; i < 3; i++) {
+        cr_assert_eq(s[i].rc, 0);
+        cr_assert_geq(s[i].woke - start, (long long)s[i].usecs - ST_TEST_SLACK_US);
+    }
+    /* The three ran concurrently: the total is far below the 30 ms sum. */
+    cr_assert_lt(s[1].woke, s[2].woke);
+    cr_assert_lt(s[2].woke, s[0].woke);
+}
+
+Test(sleep_time, sleep_forever_until_interrupted)
+{
+    struct sleeper s = {ST_UTIME_NO_TIMEOUT, 99, 0};
+    st_thread_t t;
+
+    st_test_init();
+    t = st_thread_create(sleeper_main, &s, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(10000), 0);
+    cr_assert_eq(s.rc, 99, "a sleep without timeout returned by itself");
+    st_thread_interrupt(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(s.rc, -1);
+}
+
+Test(sleep_time, utime_is_microseconds_and_increases)
+{
+    st_utime_t a;
+    st_utime_t b;
+    st_utime_t c;
+    struct timeval tv;
+    long long start;
+
+    a = st_utime();
+    cr_assert_gt(a, 0);
+    st_test_init();
+    b = st_utime();
+    cr_assert_geq(b, a);
+    start = st_test_now_us();
+    cr_assert_eq(st_usleep(10000), 0);
+    c = st_utime();
+    cr_assert_gt(c, b);
+    /* Microseconds: 10 ms of sleep is about 10000 units, not 10 or 10^7. */
+    cr_assert_geq((long long)(c - b), 10000 - ST_TEST_SLACK_US);
+    cr_assert_lt((long long)(c - b), st_test_now_us() - start + 100000);
+    /* The default clock is the wall clock. */
+    gettimeofday(&tv, NULL);
+    {
+        long long wall = (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
+        long long diff = wall - (long long)st_utime();
+
+        cr_assert_lt(diff < 0 ? -diff : diff, 1000000);
+    }
+}
+
+Test(sleep_time, last_clock_is_not_ahead_of_now)
+{
+    st_utime_t before;
+
+    st_test_init();
+    cr_assert_leq(st_utime_last_clock(), st_utime());
+    before = st_utime_last_clock();
+    cr_assert_gt(before, 0);
+    cr_assert_eq(st_usleep(3000), 0);
+    /* A trip through the scheduler advanced the clock. */
+    cr_assert_gt(st_utime_last_clock(), before);
+    cr_assert_leq(st_utime_last_clock(), st_utime());
+}
+
+static unsigned long long fake_calls;
+
+/* A clock with its own epoch (boot time), far from the wall clock's. */
+static st_utime_t monotonic_clock(void)
+{
+    fake_calls++;
+    return (st_utime_t)st_test_now_us();
+}
+
+static long long wall_us(void)
+{
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
+}
+
+static long long absdiff(long long a, long long b)
+{
+    return a > b ? a - b : b - a;
+}
+
+Test(sleep_time, custom_utime_function_before_init)
+{
+    st_utime_t t0;
+    unsigned long long calls;
+
+    cr_assert_eq(st_set_utime_function(monotonic_clock), 0);
+    t0 = st_utime();
+    cr_assert_gt(fake_calls, 0);
+    cr_assert_lt(absdiff((long long)t0, st_test_now_us()), 1000000);
+    st_test_init();
+    cr_assert_lt(absdiff((long long)st_utime_last_clock(), st_test_now_us()), 1000000);
+    calls = fake_calls;
+    check_usleep(5000);
+    cr_assert_gt(fake_calls, calls, "the scheduler does not read the custom clock");
+    cr_assert_geq(st_utime(), t0 + 5000 - ST_TEST_SLACK_US);
+    cr_assert_lt(absdiff((long long)st_utime(), st_test_now_us()), 1000000);
+}
+
+Test(sleep_time, utime_function_after_init_is_einval)
+{
+    st_test_init();
+    ST_ASSERT_FAILS(st_set_utime_function(monotonic_clock), EINVAL);
+    /* The clock in use did not change. */
+    cr_assert_lt(absdiff((long long)st_utime(), wall_us()), 1000000);
+    cr_assert_eq(st_usleep(1000), 0);
+    cr_assert_eq(fake_calls, 0);
+}
+
+Test(sleep_time, timecache_returns_previous_setting)
+{
+    st_test_init();
+    cr_assert_eq(st_timecache_set(1), 0);
+    cr_assert_eq(st_timecache_set(1), 1);
+    cr_assert_eq(st_timecache_set(0), 1);
+    cr_assert_eq(st_timecache_set(0), 0);
+}
+
+static void check_time_close(void)
+{
+    time_t now = time(NULL);
+    time_t st_now = st_time();
+    long long diff = (long long)st_now - (long long)now;
+
+    cr_assert_lt(diff < 0 ? -diff : diff, 3, "st_time %lld vs time %lld", (long long)st_now,
+                 (long long)now);
+}
+
+Test(sleep_time, st_time_with_and_without_cache)
+{
+    st_test_init();
+    check_time_close();
+    cr_assert_eq(st_timecache_set(1), 0);
+    check_time_close();
+    cr_assert_eq(st_usleep(2000), 0);
+    check_time_close();
+    cr_assert_eq(st_timecache_set(0), 1);
+    check_time_close();
+}
+
+struct huge_waiter {
+    int kind;
+    st_netfd_t nfd;
+    st_cond_t cv;
+    int rc;
+    int err;
+};
+
+static void *huge_timeout_wait(void *arg)
+{
+    struct huge_waiter *h = arg;
+    const st_utime_t huge = ST_UTIME_NO_TIMEOUT - 10;
+    char c;
+
+    errno = 0;
+    switch (h->kind) {
+    case 0:
+        h->rc = st_usleep(huge);
+        break;
+    case 1:
+        h->rc = st_cond_timedwait(h->cv, huge);
+        break;
+    default:
+        h->rc = (int)st_read(h->nfd, &c, 1, huge);
+        break;
+    }
+    h->err = errno;
+    return NULL;
+}
+
+/* Timeouts close to the maximum must not wrap around into the past. */
+Test(sleep_time, huge_timeouts_do_not_wrap)
+{
+    struct huge_waiter h[3];
+    st_thread_t t[3];
+    int raw;
+    int i;
+
+    st_test_init();
+    memset(h, 0, sizeof(h));
+    h[1].cv = st_cond_new();
+    cr_assert_not_null(h[1].cv);
+    h[2].nfd = st_test_socketpair_raw(&raw);
+    for (i = 0; i < 3; i++) {
+        h[i].kind = i;
+        h[i].rc = 99;
+        t[i] = st_thread_create(huge_timeout_wait, &h[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    cr_assert_eq(st_usleep(5000), 0);
+    for (i = 0; i < 3; i++) {
+        cr_assert_eq(h[i].rc, 99, "wait %d returned early (errno %d)", i, h[i].err);
+    }
+    for (i = 0; i < 3; i++) {
+        st_thread_interrupt(t[i]);
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        cr_assert_eq(h[i].rc, -1);
+        cr_assert_eq(h[i].err, EINTR);
+    }
+    cr_assert_eq(st_cond_destroy(h[1].cv), 0);
+    cr_assert_eq(st_netfd_close(h[2].nfd), 0);
+    close(raw);
+}
+
+static long long clock_jump;
+
+static st_utime_t jumping_clock(void)
+{
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    return (st_utime_t)((long long)tv.tv_sec * 1000000LL + tv.tv_usec + clock_jump);
+}
+
+Test(sleep_time, time_cache_follows_the_clock)
+{
+    cr_assert_eq(st_set_utime_function(jumping_clock), 0);
+    st_test_init();
+    cr_assert_eq(st_timecache_set(1), 0);
+    check_time_close();
+    /* Once a second of library time has passed, the cache is refreshed. */
+    clock_jump += 5000000;
+    cr_assert_eq(st_usleep(1000), 0);
+    check_time_close();
+    clock_jump += 5000000;
+    cr_assert_eq(st_usleep(1000), 0);
+    check_time_close();
+    cr_assert_eq(st_timecache_set(0), 1);
+    check_time_close();
+}

@@ -1,0 +1,291 @@
+/*
+ * st_test.h - shared helpers for the api test suites.
+ *
+ * Every test runs in its own process (Criterion forks a worker per test), so
+ * each test brings the library up itself with st_test_init(), which honours
+ * ST_TEST_EVENTSYS=epoll|poll|select to run the same file once per backend.
+ *
+ * The library's idle coroutine calls exit(0) when no coroutine is left. A
+ * test that ends that way would look like a pass to Criterion, so the suite
+ * hooks below turn any exit that happens before the test body finished into
+ * exit status 97, which Criterion reports as a failure.
+ */
+#ifndef ST_TEST_H
+#define ST_TEST_H
+
+/* POSIX and socket extras; the build defines it too, this keeps the file standalone. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <st.h>
+
+/* Seconds after which a hanging test is killed and reported as failed. */
+#define ST_TEST_TIMEOUT 10
+
+/* Exit status used when the process leaves before the test body finished. */
+#define ST_TEST_EARLY_EXIT 97
+
+static int st_test_body_finished;
+
+static inline void st_test_check_exit(void)
+{
+    if (!st_test_body_finished) {
+        _exit(ST_TEST_EARLY_EXIT);
+    }
+}
+
+static inline void st_test_suite_init(void)
+{
+    st_test_body_finished = 0;
+    cr_assert_eq(atexit(st_test_check_exit), 0, "atexit failed");
+}
+
+static inline void st_test_suite_fini(void)
+{
+    st_test_body_finished = 1;
+}
+
+/* For a forked child that is expected to leave through exit(). */
+static inline void st_test_allow_exit(void)
+{
+    st_test_body_finished = 1;
+}
+
+#define ST_TEST_SUITE(name)                                                                        \
+    TestSuite(name, .init = st_test_suite_init, .fini = st_test_suite_fini,                        \
+              .timeout = ST_TEST_TIMEOUT)
+
+/* The event system requested through ST_TEST_EVENTSYS, or -1 for "none". */
+static inline int st_test_eventsys(void)
+{
+    const char *name = getenv("ST_TEST_EVENTSYS");
+
+    if (name == NULL || *name == '\0') {
+        return -1;
+    }
+    if (strcmp(name, "epoll") == 0) {
+        return ST_EVENTSYS_ALT;
+    }
+    if (strcmp(name, "poll") == 0) {
+        return ST_EVENTSYS_POLL;
+    }
+    if (strcmp(name, "select") == 0) {
+        return ST_EVENTSYS_SELECT;
+    }
+    cr_assert_fail("unknown ST_TEST_EVENTSYS value \"%s\"", name);
+    return -1;
+}
+
+/* The value st_get_eventsys() must report once initialised. */
+static inline int st_test_expected_eventsys(void)
+{
+    int es = st_test_eventsys();
+
+    return es < 0 ? ST_EVENTSYS_SELECT : es;
+}
+
+static inline int st_test_is_select(void)
+{
+    return st_test_expected_eventsys() == ST_EVENTSYS_SELECT;
+}
+
+/* Select the requested backend and initialise; callable from any pthread. */
+static inline int st_test_try_init(void)
+{
+    int es = st_test_eventsys();
+
+    if (es >= 0 && st_set_eventsys(es) != 0) {
+        return -1;
+    }
+    if (st_init() != 0) {
+        return -1;
+    }
+    return st_get_eventsys() == st_test_expected_eventsys() ? 0 : -1;
+}
+
+static inline void st_test_init(void)
+{
+    int es = st_test_eventsys();
+
+    if (es >= 0) {
+        cr_assert_eq(st_set_eventsys(es), 0, "st_set_eventsys(%d): %s", es, strerror(errno));
+    }
+    cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
+    cr_assert_eq(st_get_eventsys(), st_test_expected_eventsys(), "st_get_eventsys() is %d",
+                 st_get_eventsys());
+}
+
+/* Monotonic wall clock in microseconds, independent of the library. */
+static inline long long st_test_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* Spin without yielding, so that the scheduler does not run meanwhile. */
+static inline void st_test_busy_wait_us(long long usecs)
+{
+    long long end = st_test_now_us() + usecs;
+
+    while (st_test_now_us() < end) {
+        ;
+    }
+}
+
+/*
+ * Timeouts count from the scheduler's last clock reading, so a wait may end
+ * up to a few milliseconds short of the requested duration.
+ */
+#define ST_TEST_SLACK_US 3000LL
+
+/* Upper bound for "returned promptly" / "did not hang" checks. */
+#define ST_TEST_LATE_US 2000000LL
+
+static inline int st_test_is_nonblocking(int osfd)
+{
+    int flags = fcntl(osfd, F_GETFL);
+
+    return flags != -1 && (flags & O_NONBLOCK) != 0;
+}
+
+static inline int st_test_fd_is_open(int osfd)
+{
+    return fcntl(osfd, F_GETFD) != -1;
+}
+
+/* A connected AF_UNIX stream pair, both ends wrapped as netfds. */
+static inline void st_test_socketpair(st_netfd_t *a, st_netfd_t *b)
+{
+    int sv[2];
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0, "socketpair: %s", strerror(errno));
+    *a = st_netfd_open_socket(sv[0]);
+    cr_assert_not_null(*a, "st_netfd_open_socket: %s", strerror(errno));
+    *b = st_netfd_open_socket(sv[1]);
+    cr_assert_not_null(*b, "st_netfd_open_socket: %s", strerror(errno));
+}
+
+/* A pair where only the st side is a netfd; the raw side stays blocking. */
+static inline st_netfd_t st_test_socketpair_raw(int *raw)
+{
+    int sv[2];
+    st_netfd_t nfd;
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0, "socketpair: %s", strerror(errno));
+    nfd = st_netfd_open_socket(sv[0]);
+    cr_assert_not_null(nfd, "st_netfd_open_socket: %s", strerror(errno));
+    *raw = sv[1];
+    return nfd;
+}
+
+static inline void st_test_loopback(struct sockaddr_in *sin, unsigned short port)
+{
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
+static inline unsigned short st_test_local_port(int osfd)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+
+    memset(&sin, 0, sizeof(sin));
+    cr_assert_eq(getsockname(osfd, (struct sockaddr *)&sin, &len), 0, "getsockname: %s",
+                 strerror(errno));
+    return ntohs(sin.sin_port);
+}
+
+/* A socket of the given type bound to 127.0.0.1 on an ephemeral port. */
+static inline int st_test_bound_socket(int type, unsigned short *port)
+{
+    struct sockaddr_in sin;
+    int one = 1;
+    int osfd = socket(AF_INET, type, 0);
+
+    cr_assert_geq(osfd, 0, "socket: %s", strerror(errno));
+    setsockopt(osfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    st_test_loopback(&sin, 0);
+    cr_assert_eq(bind(osfd, (struct sockaddr *)&sin, sizeof(sin)), 0, "bind: %s", strerror(errno));
+    *port = st_test_local_port(osfd);
+    return osfd;
+}
+
+/* A listening TCP netfd on 127.0.0.1; its port is stored in *port. */
+static inline st_netfd_t st_test_listener(unsigned short *port, int backlog)
+{
+    int osfd = st_test_bound_socket(SOCK_STREAM, port);
+    st_netfd_t nfd;
+
+    cr_assert_eq(listen(osfd, backlog), 0, "listen: %s", strerror(errno));
+    nfd = st_netfd_open_socket(osfd);
+    cr_assert_not_null(nfd, "st_netfd_open_socket: %s", strerror(errno));
+    return nfd;
+}
+
+/* A fresh TCP client netfd (not yet connected). */
+static inline st_netfd_t st_test_tcp_socket(void)
+{
+    int osfd = socket(AF_INET, SOCK_STREAM, 0);
+    st_netfd_t nfd;
+
+    cr_assert_geq(osfd, 0, "socket: %s", strerror(errno));
+    nfd = st_netfd_open_socket(osfd);
+    cr_assert_not_null(nfd, "st_netfd_open_socket: %s", strerror(errno));
+    return nfd;
+}
+
+/* Asserts that expr failed with -1 and the given errno. */
+#define ST_ASSERT_FAILS(expr, err)                                                                 \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long long st_test_r_ = (long long)(expr);                                                  \
+        int st_test_e_ = errno;                                                                    \
+        cr_assert_eq(st_test_r_, -1, "%s returned %lld, expected -1", #expr, st_test_r_);          \
+        cr_assert_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,       \
+                     strerror(st_test_e_), #err);                                                  \
+    } while (0)
+
+/* Asserts that a pointer-returning expr failed with NULL and the given errno. */
+#define ST_ASSERT_FAILS_NULL(expr, err)                                                            \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        const void *st_test_p_ = (const void *)(expr);                                             \
+        int st_test_e_ = errno;                                                                    \
+        cr_assert_null(st_test_p_, "%s returned %p, expected NULL", #expr, st_test_p_);            \
+        cr_assert_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,       \
+                     strerror(st_test_e_), #err);                                                  \
+    } while (0)
+
+/* Non-fatal variant for use inside coroutines. */
+#define ST_EXPECT_FAILS(expr, err)                                                                 \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long long st_test_r_ = (long long)(expr);                                                  \
+        int st_test_e_ = errno;                                                                    \
+        cr_expect_eq(st_test_r_, -1, "%s returned %lld, expected -1", #expr, st_test_r_);          \
+        cr_expect_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,       \
+                     strerror(st_test_e_), #err);                                                  \
+    } while (0)
+
+#endif /* ST_TEST_H */

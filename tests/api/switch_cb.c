@@ -1,0 +1,151 @@
+/*
+ * Context switch callbacks: st_set_switch_in_cb and st_set_switch_out_cb.
+ */
+#include "st_test.h"
+
+ST_TEST_SUITE(switch_cb);
+
+#define LOG_MAX 256
+
+struct cb_log {
+    st_thread_t who[LOG_MAX];
+    int n;
+};
+
+static struct cb_log in_log, out_log;
+
+static void log_add(struct cb_log *log)
+{
+    if (log->n < LOG_MAX) {
+        log->who[log->n] = st_thread_self();
+    }
+    log->n++;
+}
+
+static void on_in(void)
+{
+    log_add(&in_log);
+}
+
+static void on_out(void)
+{
+    log_add(&out_log);
+}
+
+static void other_cb(void)
+{
+}
+
+static int count_of(const struct cb_log *log, st_thread_t t)
+{
+    int i;
+    int c = 0;
+
+    for (i = 0; i < log->n && i < LOG_MAX; i++) {
+        if (log->who[i] == t) {
+            c++;
+        }
+    }
+    return c;
+}
+
+Test(switch_cb, setters_return_previous_callback)
+{
+    st_test_init();
+    cr_assert_null(st_set_switch_in_cb(on_in));
+    cr_assert_eq(st_set_switch_in_cb(other_cb), on_in);
+    cr_assert_eq(st_set_switch_in_cb(NULL), other_cb);
+    cr_assert_null(st_set_switch_in_cb(NULL));
+
+    cr_assert_null(st_set_switch_out_cb(on_out));
+    cr_assert_eq(st_set_switch_out_cb(other_cb), on_out);
+    cr_assert_eq(st_set_switch_out_cb(NULL), other_cb);
+    cr_assert_null(st_set_switch_out_cb(NULL));
+}
+
+static int in_count_at_start;
+static st_thread_t body_self;
+
+static void *body(void *arg)
+{
+    (void)arg;
+    body_self = st_thread_self();
+    in_count_at_start = count_of(&in_log, body_self);
+    st_thread_yield();
+    st_usleep(500);
+    return NULL;
+}
+
+Test(switch_cb, called_on_every_switch)
+{
+    st_thread_t me;
+    st_thread_t t;
+    int i;
+
+    st_test_init();
+    me = st_thread_self();
+    st_set_switch_in_cb(on_in);
+    st_set_switch_out_cb(on_out);
+    t = st_thread_create(body, NULL, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(in_log.n, 0, "callbacks ran without a switch");
+    cr_assert_eq(out_log.n, 0);
+
+    st_thread_yield();
+    /* The primordial was switched out, t in (first run), and back. */
+    cr_assert_geq(count_of(&out_log, me), 1);
+    cr_assert_eq(body_self, t);
+    cr_assert_eq(in_count_at_start, 1, "switch-in callback not called for a first run");
+    cr_assert_eq(in_log.who[in_log.n - 1], me, "last switch-in was not the primordial");
+
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(st_usleep(1000), 0);
+    /* t was switched out at its yield and its sleep, and in after each. */
+    cr_assert_geq(count_of(&out_log, t), 2);
+    cr_assert_geq(count_of(&in_log, t), 3);
+    cr_assert_geq(count_of(&in_log, me), 3);
+    /* Only user coroutines appear: never the idle coroutine. */
+    for (i = 0; i < in_log.n && i < LOG_MAX; i++) {
+        cr_assert(in_log.who[i] == me || in_log.who[i] == t, "switch-in of a foreign coroutine");
+    }
+    for (i = 0; i < out_log.n && i < LOG_MAX; i++) {
+        cr_assert(out_log.who[i] == me || out_log.who[i] == t, "switch-out of a foreign coroutine");
+    }
+    /* Every switch-out of a coroutine that is still alive is matched by a switch-in. */
+    cr_assert_geq(count_of(&in_log, me), count_of(&out_log, me));
+}
+
+Test(switch_cb, null_stops_the_calls)
+{
+    int in_n;
+    int out_n;
+    st_thread_t t;
+
+    st_test_init();
+    st_set_switch_in_cb(on_in);
+    st_set_switch_out_cb(on_out);
+    cr_assert_eq(st_usleep(500), 0);
+    cr_assert_gt(in_log.n, 0);
+    cr_assert_gt(out_log.n, 0);
+    cr_assert_eq(st_set_switch_in_cb(NULL), on_in);
+    cr_assert_eq(st_set_switch_out_cb(NULL), on_out);
+    in_n = in_log.n;
+    out_n = out_log.n;
+    t = st_thread_create(body, NULL, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(st_usleep(500), 0);
+    cr_assert_eq(in_log.n, in_n);
+    cr_assert_eq(out_log.n, out_n);
+}
+
+Test(switch_cb, only_one_direction)
+{
+    st_test_init();
+    st_set_switch_out_cb(on_out);
+    cr_assert_eq(st_usleep(500), 0);
+    st_thread_yield();
+    cr_assert_eq(in_log.n, 0);
+    cr_assert_eq(out_log.n, 1);
+    cr_assert_eq(out_log.who[0], st_thread_self());
+}
