@@ -271,7 +271,7 @@ install_check() {   # install_check MODE (shared|static)
 if meson install -C "$abi" >"$LOGS/install.log" 2>&1 && [[ -f $stage/include/st.h ]]; then
     for mode in shared static; do
         if install_check "$mode"; then
-            record "link-$mode" 1 0 "program built with pkg-config st against the installed lib${mode}"
+            record "link-$mode" 1 0 "program built with pkg-config st against the installed $mode library"
         else
             record "link-$mode" 0 1 "program did not build or run against the installed library ($mode)"
         fi
