@@ -42,7 +42,7 @@ enum { N_KNOWN = sizeof known_backends / sizeof known_backends[0] };
 
 static const struct vf_check *const check_tables[] = {
     vf_checks_init,      vf_checks_thread, vf_checks_context, vf_checks_time, vf_checks_sync,
-    vf_checks_interrupt, vf_checks_key,    vf_checks_io,      vf_checks_net,
+    vf_checks_interrupt, vf_checks_key,    vf_checks_io,      vf_checks_net,  vf_checks_regs,
 };
 enum { N_TABLES = sizeof check_tables / sizeof check_tables[0] };
 

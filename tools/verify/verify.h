@@ -50,6 +50,7 @@ extern const struct vf_check vf_checks_interrupt[];
 extern const struct vf_check vf_checks_key[];
 extern const struct vf_check vf_checks_io[];
 extern const struct vf_check vf_checks_net[];
+extern const struct vf_check vf_checks_regs[];
 
 /* ---- failure reporting ------------------------------------------------- */
 
