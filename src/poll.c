@@ -49,7 +49,9 @@ int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
         st__sched_sleep_add(sched, me, timeout);
     }
     me->state = ST__IO_WAIT;
+    me->waiting_on = &pq;
     st__sched_switch(sched, me);
+    me->waiting_on = NULL;
 
     int ready = 0;
     if (pq.on_ioq) {

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "netfd.h"
+#include "overflow.h"
 #include "sched.h"
 #include "st_config.h"
 
@@ -72,12 +73,23 @@ st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
     return old;
 }
 
+/*
+ * Where the primordial coroutine's stack is: sanitizers need it to follow
+ * switches back to it (otherwise it is learnt at the first switch away).
+ */
 void st_set_primordial_stack(void *top, void *bottom)
 {
     struct st__sched *sched = st__sched_get();
-    if (sched != NULL) {
-        sched->primordial_stack_top = top;
-        sched->primordial_stack_bottom = bottom;
+    if (sched == NULL || top == NULL || bottom == NULL) {
+        return;
+    }
+    char *lo = (char *)bottom < (char *)top ? bottom : top;
+    char *hi = (char *)bottom < (char *)top ? top : bottom;
+    sched->primordial_stack_lo = lo;
+    sched->primordial_stack_size = (size_t)(hi - lo);
+    if (sched->primordial != NULL) {
+        sched->primordial->fiber.stack_lo = lo;
+        sched->primordial->fiber.stack_size = sched->primordial_stack_size;
     }
 }
 
@@ -178,6 +190,9 @@ int st_init(void)
     st__list_init(&primordial->links);
     st__list_init(&primordial->wait_links);
     st__heap_node_init(&primordial->timer);
+    st__fiber_init_primordial(&primordial->fiber);
+    primordial->fiber.stack_lo = sched->primordial_stack_lo;
+    primordial->fiber.stack_size = sched->primordial_stack_size;
     st__list_insert_tail(&sched->threads, &primordial->all_links);
     sched->thread_count++;
     sched->primordial = primordial;
@@ -194,6 +209,7 @@ int st_init(void)
     }
     idle->flags |= ST__FL_IDLE;
     sched->idle = idle;
+    st__overflow_init(sched);
     sched->active_count = 1;
     sched->initialized = true;
     return 0;
@@ -213,10 +229,11 @@ void st_destroy(void)
         }
         sched->backend->fini(sched);
         release_threads(sched);
+        st__overflow_fini(sched);
     }
     st__stack_pool_fini(&sched->stacks);
     st__heap_fini(&sched->sleep_q);
     st__netfd_freelist_release(sched);
     free(sched);
-    st__this_sched = NULL;
+    st__sched_forget();
 }

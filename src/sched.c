@@ -1,6 +1,7 @@
 #include "sched.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "backend.h"
@@ -8,6 +9,34 @@
 #include "st_config.h"
 
 _Thread_local struct st__sched *st__this_sched __attribute__((tls_model("initial-exec")));
+
+/*
+ * A pthread that ends without st_destroy() would leak its scheduler: a
+ * pthread key's destructor tears it down when the pthread exits.
+ */
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_ok;
+
+static void destroy_at_thread_exit(void *sched)
+{
+    if (st__this_sched == sched) {
+        st_destroy();
+    }
+}
+
+static void create_exit_key(void)
+{
+    exit_key_ok = pthread_key_create(&exit_key, destroy_at_thread_exit) == 0;
+}
+
+void st__sched_forget(void)
+{
+    if (exit_key_ok) {
+        (void)pthread_setspecific(exit_key, NULL);
+    }
+    st__this_sched = NULL;
+}
 
 struct st__sched *st__sched_get(void)
 {
@@ -29,6 +58,10 @@ struct st__sched *st__sched_get(void)
                         ST__GUARD_PAGES);
     sched->osfd_limit = -1;
     st__this_sched = sched;
+    (void)pthread_once(&exit_key_once, create_exit_key);
+    if (exit_key_ok) {
+        (void)pthread_setspecific(exit_key, sched);
+    }
     return sched;
 }
 
@@ -85,11 +118,25 @@ void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
     next->state = ST__RUNNING;
     sched->current = next;
     if (next != me) {
+        sched->switched_from = me;
+        st__fiber_leave(&me->fiber, &next->fiber, (me->flags & ST__FL_DEAD) != 0);
         st__ctx_switch(&me->ctx, &next->ctx);
+        st__sched_arrived(sched, me);
     }
 
     if (sched->switch_in_cb != NULL && wants_switch_cb(me)) {
         sched->switch_in_cb();
+    }
+}
+
+void st__sched_arrived(struct st__sched *sched, struct _st_thread *me)
+{
+    struct _st_thread *prev = sched->switched_from;
+    st__fiber_arrive(&me->fiber, prev != NULL ? &prev->fiber : NULL);
+    if (sched->dead_tsan_fiber != NULL) {
+        struct st__fiber dead = {.tsan_fiber = sched->dead_tsan_fiber};
+        sched->dead_tsan_fiber = NULL;
+        st__fiber_destroy(&dead);
     }
 }
 

@@ -53,8 +53,11 @@ struct st__sched {
     int key_count;
     void (*key_destructors[ST__KEYS_MAX])(void *value);
 
-    void *primordial_stack_top;
-    void *primordial_stack_bottom;
+    const void *primordial_stack_lo;  /* st_set_primordial_stack() before st_init */
+    size_t primordial_stack_size;
+    void *alt_stack;                  /* signal stack for overflow reports, if ours */
+    struct _st_thread *switched_from; /* the coroutine the last switch left */
+    void *dead_tsan_fiber;            /* a finished coroutine's TSan fiber, to destroy */
 };
 
 /* A coroutine's wait in st_poll(): lives on that coroutine's stack. */
@@ -82,6 +85,9 @@ static inline struct st__sched *st__sched_peek(void)
 /* This pthread's scheduler, created (not initialised) on first use; NULL + ENOMEM. */
 struct st__sched *st__sched_get(void);
 
+/* Detach the freed scheduler from this pthread (st_destroy). */
+void st__sched_forget(void);
+
 /* The scheduler of an st_init()ed pthread, or NULL with errno EINVAL. */
 struct st__sched *st__sched_running(void);
 
@@ -100,6 +106,9 @@ void st__sched_sleep_del(struct st__sched *sched, struct _st_thread *thread);
  * is resumed.
  */
 void st__sched_switch(struct st__sched *sched, struct _st_thread *me);
+
+/* Bookkeeping on arriving in `me` after a switch (or at its first run). */
+void st__sched_arrived(struct st__sched *sched, struct _st_thread *me);
 
 /* Read the clock, then move every coroutine whose deadline passed to the run queue. */
 void st__sched_check_clock(struct st__sched *sched);

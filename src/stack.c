@@ -6,7 +6,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fiber.h"
 #include "st_config.h"
+#ifdef ST__ASAN
+#include <sanitizer/lsan_interface.h>
+#endif
 #if ST__HAVE_VALGRIND
 #include <valgrind/valgrind.h>
 #endif
@@ -124,14 +128,23 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
     }
     st__stack_reclaim(pool);
     struct st__stack *stack = take_cached(pool, size);
-    if (stack != NULL) {
-        return stack;
+    if (stack == NULL) {
+        stack = map_new(pool, size);
     }
-    return map_new(pool, size);
+#ifdef ST__ASAN
+    /* A suspended coroutine's locals are live: LeakSanitizer must scan them. */
+    if (stack != NULL) {
+        __lsan_register_root_region(stack->bottom, (size_t)(stack->top - stack->bottom));
+    }
+#endif
+    return stack;
 }
 
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)
 {
+#ifdef ST__ASAN
+    __lsan_unregister_root_region(stack->bottom, (size_t)(stack->top - stack->bottom));
+#endif
     if (pool->mode == ST__STACK_CACHE) {
         st__list_insert_head(&pool->cache, &stack->link);
     } else {

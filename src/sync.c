@@ -70,12 +70,14 @@ int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
     }
 
     me->state = ST__COND_WAIT;
+    me->waiting_on = cvar;
     st__list_insert_tail(&cvar->wait_q, &me->wait_links);
     if (timeout != ST_UTIME_NO_TIMEOUT) {
         st__sched_sleep_add(sched, me, timeout);
     }
     st__sched_switch(sched, me);
     st__list_remove(&me->wait_links);
+    me->waiting_on = NULL;
 
     int rv = 0;
     if ((me->flags & ST__FL_TIMEDOUT) != 0) {
@@ -175,9 +177,11 @@ int st_mutex_lock(st_mutex_t lock)
     }
 
     me->state = ST__LOCK_WAIT;
+    me->waiting_on = lock;
     st__list_insert_tail(&lock->wait_q, &me->wait_links);
     st__sched_switch(sched, me);
     st__list_remove(&me->wait_links);
+    me->waiting_on = NULL;
 
     /* Ownership handed over wins over an interrupt that came at the same time. */
     if (lock->owner != me && take_interrupt(me)) {

@@ -15,6 +15,7 @@ static void thread_main(void *arg)
 {
     struct _st_thread *me = arg;
     struct st__sched *sched = st__sched_peek();
+    st__sched_arrived(sched, me);
     if (sched->switch_in_cb != NULL && (me->flags & ST__FL_IDLE) == 0) {
         sched->switch_in_cb();
     }
@@ -52,6 +53,7 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
         thread->term = &thread->term_cond;
     }
     st__ctx_make(&thread->ctx, thread, thread_main, thread);
+    st__fiber_init(&thread->fiber, stack->bottom, (size_t)(stack->top - stack->bottom));
 
     st__list_insert_tail(&sched->threads, &thread->all_links);
     sched->thread_count++;
@@ -106,6 +108,10 @@ void st_thread_exit(void *retval)
     st__list_remove(&me->all_links);
     sched->thread_count--;
     me->state = ST__ZOMBIE;
+    me->flags |= ST__FL_DEAD;
+    if (me->stack != NULL) {
+        sched->dead_tsan_fiber = me->fiber.tsan_fiber; /* the pthread keeps its own */
+    }
     if (me->stack != NULL) {
         /* Safe while still on it: in free mode the unmapping is deferred. */
         st__stack_release(&sched->stacks, me->stack);

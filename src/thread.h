@@ -10,6 +10,7 @@
 #define ST__THREAD_H
 
 #include "context.h"
+#include "fiber.h"
 #include "heap.h"
 #include "list.h"
 #include "stack.h"
@@ -35,6 +36,7 @@ enum st__thread_flag {
     ST__FL_INTERRUPT = 1U << 2, /* st_thread_interrupt() not yet consumed */
     ST__FL_TIMEDOUT = 1U << 3,  /* a cond wait's deadline passed */
     ST__FL_EXITING = 1U << 4,   /* inside st_thread_exit() */
+    ST__FL_DEAD = 1U << 5,      /* switching away for the last time */
 };
 
 struct _st_thread {
@@ -56,6 +58,9 @@ struct _st_thread {
 
     struct st__ctx ctx;
     void *keys[ST__KEYS_MAX];    /* st_thread_setspecific() values */
+
+    const void *waiting_on;      /* the cond, mutex or pollq blocked on, for debuggers */
+    struct st__fiber fiber;      /* what sanitizers need to follow switches */
 };
 
 static inline struct _st_thread *st__thread_from_links(struct st__list *link)

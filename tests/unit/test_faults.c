@@ -222,6 +222,8 @@ Test(faults, netfd_allocation_failure_keeps_the_fd_open)
     cr_expect_geq(fcntl(sv[0], F_GETFD), 0, "the caller still owns the fd");
     st_netfd_t fd = st_netfd_open_socket(sv[0]);
     cr_expect_not_null(fd);
+    cr_expect_eq(st_netfd_close(fd), 0);
+    close(sv[1]);
 }
 
 Test(faults, accept_closes_the_connection_it_cannot_wrap)
@@ -245,6 +247,8 @@ Test(faults, accept_closes_the_connection_it_cannot_wrap)
     cr_expect_eq(errno, ENOMEM);
     cr_expect_eq(open_fd_count(), before, "the accepted socket was closed, not leaked");
     unlink(addr.sun_path);
+    cr_expect_eq(st_netfd_close(listener), 0);
+    close(client);
 }
 
 Test(faults, backend_growth_failures_fail_the_wait)
@@ -295,4 +299,6 @@ Test(faults, long_writev_copy_failure)
     cr_expect_eq(st_writev(fd, iov, 40, 1000000), -1);
     cr_expect_eq(errno, ENOMEM);
     cr_expect_eq(st_writev(fd, iov, 40, 1000000), 40);
+    cr_expect_eq(st_netfd_close(fd), 0);
+    close(sv[1]);
 }
