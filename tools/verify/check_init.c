@@ -244,6 +244,7 @@ struct pthread_job {
     int woke;
     st_thread_t self;
     int rc;
+    pthread_barrier_t *both_started;
 };
 
 static void *count_wakeup(void *arg)
@@ -261,10 +262,16 @@ static void *pthread_body(void *arg)
     struct pthread_job *job = arg;
     st_thread_t threads[N] = {NULL};
     job->rc = -1;
-    if (st_set_eventsys(job->eventsys) != 0 || st_init() != 0) {
+    int init_rc = st_set_eventsys(job->eventsys) == 0 ? st_init() : -1;
+    job->self = st_thread_self();
+    /*
+     * Both schedulers must be alive when their coroutines are compared: a
+     * pthread's scheduler is freed when it exits, and its memory reused.
+     */
+    (void)pthread_barrier_wait(job->both_started);
+    if (init_rc != 0) {
         return NULL;
     }
-    job->self = st_thread_self();
     for (int i = 0; i < N; i++) {
         threads[i] = st_thread_create(count_wakeup, job, 1, 0);
     }
@@ -282,10 +289,13 @@ static int check_pthread_schedulers(void)
     enum { N = 2 };
     struct pthread_job jobs[N];
     pthread_t ids[N];
+    pthread_barrier_t both_started;
+    VF_CHECK(pthread_barrier_init(&both_started, NULL, N) == 0);
 
     for (int i = 0; i < N; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].eventsys = vf_current_backend()->eventsys;
+        jobs[i].both_started = &both_started;
         VF_CHECK(pthread_create(&ids[i], NULL, pthread_body, &jobs[i]) == 0);
     }
     for (int i = 0; i < N; i++) {
@@ -293,6 +303,7 @@ static int check_pthread_schedulers(void)
         VF_CHECK(jobs[i].rc == 0);
         VF_CHECK(jobs[i].woke == 4);
     }
+    (void)pthread_barrier_destroy(&both_started);
     VF_CHECK(jobs[0].self != jobs[1].self);
     return 0;
 }
