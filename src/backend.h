@@ -16,6 +16,7 @@
 #include "st.h"
 
 struct st__sched;
+struct st__pollq;
 
 struct st__backend_ops {
     const char *name;
@@ -35,15 +36,21 @@ struct st__backend_ops {
      */
     void (*dispatch)(struct st__sched *sched, st_utime_t timeout);
 
-    /* A coroutine starts / stops waiting on pds (validated by st_poll). 0 or -1+errno. */
-    int (*pollset_add)(struct st__sched *sched, struct pollfd *pds, int npds);
-    void (*pollset_del)(struct st__sched *sched, struct pollfd *pds, int npds);
+    /*
+     * A coroutine starts / stops waiting on pq->pds (validated by st_poll;
+     * pq->fds gives one list link per pollfd). add: 0 or -1 with errno.
+     */
+    int (*pollset_add)(struct st__sched *sched, struct st__pollq *pq);
+    void (*pollset_del)(struct st__sched *sched, struct st__pollq *pq);
 
     /* An fd becomes a netfd: 0, or -1 with errno if the backend cannot watch it. */
     int (*fd_new)(struct st__sched *sched, int osfd);
 
     /* An fd is about to be closed: 0, or -1 with EBUSY while a coroutine waits on it. */
     int (*fd_close)(struct st__sched *sched, int osfd);
+
+    /* A netfd lets go of its fd (freed or closed): forget what is kept for it. */
+    void (*fd_free)(struct st__sched *sched, int osfd);
 
     /* Highest fd number + 1 the backend can watch, or 0 for no limit. */
     int fd_limit;

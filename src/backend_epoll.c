@@ -1,9 +1,19 @@
 /*
  * epoll(7) backend (ST_EVENTSYS_ALT on Linux), level-triggered.
  *
- * Several coroutines may wait on one fd, so each fd keeps a count of
- * waiters per direction; the epoll registration follows the union of the
- * directions with waiters, and is removed when the last waiter leaves.
+ * Each descriptor keeps the list of pollfds waiting on it, so a dispatch
+ * wakes exactly the waiters of the descriptors that fired: its cost follows
+ * the number of events, not the number of waiting coroutines.
+ *
+ * Registrations are kept lazily for descriptors owned by a netfd: when the
+ * last waiter leaves, the kernel keeps watching, so a connection that waits
+ * for input over and over costs no epoll_ctl() after the first. A watched
+ * direction nobody waits for any more is dropped only if it fires (a level-
+ * triggered event would otherwise repeat), and everything is dropped when
+ * the netfd lets go of the descriptor (st_netfd_free/close), because a
+ * closed number is soon reused for another file. Descriptors polled without
+ * a netfd (plain st_poll) are unregistered as soon as their waiters leave:
+ * nothing would tell the backend when they are closed.
  */
 #include <errno.h>
 #include <limits.h>
@@ -15,19 +25,26 @@
 #include "sched.h"
 
 #define EVENT_BATCH 1024
+#define CHUNK_SHIFT 8
+#define CHUNK_SIZE (1 << CHUNK_SHIFT)
 
 struct fd_watch {
+    struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
     int readers;
     int writers;
-    int urgent;        /* POLLPRI waiters */
-    unsigned epoll;    /* events currently registered, 0 when not registered */
-    short fired;       /* poll(2)-style events from the current dispatch */
+    int urgent;              /* POLLPRI waiters */
+    unsigned registered;     /* events the kernel watches for it; 0: not registered */
+    bool owned;              /* a netfd holds it, so its registration may be kept */
 };
 
+/*
+ * Watches live in fixed chunks of CHUNK_SIZE descriptors that never move
+ * (the waiter lists point back at their heads); only the chunk table grows.
+ */
 struct epoll_state {
     int epfd;
-    struct fd_watch *fds;
-    int fd_capacity;
+    struct fd_watch **chunks;
+    int nchunks;
     struct epoll_event events[EVENT_BATCH];
 };
 
@@ -58,30 +75,50 @@ static void epoll_fini(struct st__sched *sched)
 {
     struct epoll_state *st = sched->backend_state;
     (void)close(st->epfd);
-    free(st->fds);
+    for (int i = 0; i < st->nchunks; i++) {
+        free(st->chunks[i]);
+    }
+    free((void *)st->chunks);
     free(st);
     sched->backend_state = NULL;
 }
 
+static struct fd_watch *watch_of(const struct epoll_state *st, int fd)
+{
+    return &st->chunks[fd >> CHUNK_SHIFT][fd & (CHUNK_SIZE - 1)];
+}
+
 static int ensure_capacity(struct epoll_state *st, int fd)
 {
-    if (fd < st->fd_capacity) {
+    int chunk = fd >> CHUNK_SHIFT;
+    if (chunk < st->nchunks && st->chunks[chunk] != NULL) {
         return 0;
     }
-    int capacity = st->fd_capacity > 0 ? st->fd_capacity : 64;
-    while (capacity <= fd) {
-        capacity = capacity > INT_MAX / 2 ? fd + 1 : capacity * 2;
+    if (chunk >= st->nchunks) {
+        int n = st->nchunks > 0 ? st->nchunks : 4;
+        while (n <= chunk) {
+            n = n > INT_MAX / 2 ? chunk + 1 : n * 2;
+        }
+        struct fd_watch **chunks = realloc((void *)st->chunks, (size_t)n * sizeof(*chunks)); // NOLINT(bugprone-sizeof-expression)
+        if (chunks == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        for (int i = st->nchunks; i < n; i++) {
+            chunks[i] = NULL;
+        }
+        st->chunks = chunks;
+        st->nchunks = n;
     }
-    struct fd_watch *fds = realloc(st->fds, (size_t)capacity * sizeof(*fds));
-    if (fds == NULL) {
+    struct fd_watch *watches = calloc(CHUNK_SIZE, sizeof(*watches));
+    if (watches == NULL) {
         errno = ENOMEM;
         return -1;
     }
-    for (int i = st->fd_capacity; i < capacity; i++) {
-        fds[i] = (struct fd_watch){0};
+    for (int i = 0; i < CHUNK_SIZE; i++) {
+        st__list_init(&watches[i].waiters);
     }
-    st->fds = fds;
-    st->fd_capacity = capacity;
+    st->chunks[chunk] = watches;
     return 0;
 }
 
@@ -98,49 +135,63 @@ static void count_waiter(struct fd_watch *w, short events, int delta)
     w->urgent += (events & POLLPRI) != 0 ? delta : 0;
 }
 
-/* Make the kernel's registration of `fd` match its waiters. */
-static int sync_registration(struct epoll_state *st, int fd)
+/* Make the kernel watch exactly `want` for `fd` (0: not at all). */
+static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, unsigned want)
 {
-    struct fd_watch *w = &st->fds[fd];
-    unsigned want = wanted_events(w);
-    if (want == w->epoll) {
+    if (want == w->registered) {
         return 0;
     }
     struct epoll_event ev = {.events = want, .data.fd = fd};
-    int op = want == 0 ? EPOLL_CTL_DEL : (w->epoll == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD);
+    int op = want == 0 ? EPOLL_CTL_DEL : (w->registered == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD);
     int rc = epoll_ctl(st->epfd, op, fd, &ev);
     if (rc != 0 && op == EPOLL_CTL_ADD && errno == EEXIST) {
         rc = epoll_ctl(st->epfd, EPOLL_CTL_MOD, fd, &ev);
+    } else if (rc != 0 && op == EPOLL_CTL_MOD && errno == ENOENT) {
+        /* The file was closed behind our back, which dropped the registration. */
+        rc = epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev);
     }
     if (rc != 0 && op != EPOLL_CTL_DEL) {
         return -1;
     }
-    /* A failed DEL means the fd is gone already, which the kernel cleaned up. */
-    w->epoll = want;
+    /* A failed DEL means the kernel has dropped it already. */
+    w->registered = want;
     return 0;
 }
 
-static void epoll_pollset_del(struct st__sched *sched, struct pollfd *pds, int npds)
+static void epoll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
     struct epoll_state *st = sched->backend_state;
-    for (int i = 0; i < npds; i++) {
-        count_waiter(&st->fds[pds[i].fd], pds[i].events, -1);
-        (void)sync_registration(st, pds[i].fd);
+    for (int i = 0; i < pq->npds; i++) {
+        if (st__list_empty(&pq->fds[i].link)) {
+            continue; /* never added (a failed pollset_add rolling back) */
+        }
+        int fd = pq->pds[i].fd;
+        struct fd_watch *w = watch_of(st, fd);
+        st__list_remove(&pq->fds[i].link);
+        count_waiter(w, pq->pds[i].events, -1);
+        if (!w->owned) {
+            (void)set_registration(st, fd, w, wanted_events(w));
+        }
     }
 }
 
-static int epoll_pollset_add(struct st__sched *sched, struct pollfd *pds, int npds)
+static int epoll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
     struct epoll_state *st = sched->backend_state;
-    for (int i = 0; i < npds; i++) {
-        if (ensure_capacity(st, pds[i].fd) != 0) {
-            epoll_pollset_del(sched, pds, i);
+    for (int i = 0; i < pq->npds; i++) {
+        int fd = pq->pds[i].fd;
+        if (ensure_capacity(st, fd) != 0) {
+            epoll_pollset_del(sched, pq);
             return -1;
         }
-        count_waiter(&st->fds[pds[i].fd], pds[i].events, +1);
-        if (sync_registration(st, pds[i].fd) != 0) {
+        struct fd_watch *w = watch_of(st, fd);
+        count_waiter(w, pq->pds[i].events, +1);
+        st__list_insert_tail(&w->waiters, &pq->fds[i].link);
+        unsigned want = wanted_events(w);
+        /* A kept registration that already covers what is wanted costs nothing. */
+        if ((want & ~w->registered) != 0 && set_registration(st, fd, w, want) != 0) {
             int err = errno;
-            epoll_pollset_del(sched, pds, i + 1);
+            epoll_pollset_del(sched, pq);
             errno = err;
             return -1;
         }
@@ -159,46 +210,82 @@ static short to_poll_events(unsigned ev)
     return out;
 }
 
+/* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
+static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
+{
+    for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
+        struct st__pollq_fd *node = st__pollq_fd_from_link(l);
+        short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP));
+        if (revents == 0) {
+            continue;
+        }
+        node->pd->revents = (short)(node->pd->revents | revents);
+        if (!node->pq->ready) {
+            node->pq->ready = true;
+            node->pq->next_ready = *ready;
+            *ready = node->pq;
+        }
+    }
+}
+
 static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct epoll_state *st = sched->backend_state;
     int n = epoll_wait(st->epfd, st->events, EVENT_BATCH, st__backend_timeout_ms(timeout));
-    if (n <= 0) {
-        return; /* timeout, or EINTR from a signal: the caller loops */
-    }
+    struct st__pollq *ready = NULL;
     for (int i = 0; i < n; i++) {
-        st->fds[st->events[i].data.fd].fired = to_poll_events(st->events[i].events);
-    }
-
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
-        struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next; /* pq may leave the queue below */
-        int ready = 0;
-        for (int i = 0; i < pq->npds; i++) {
-            struct pollfd *pd = &pq->pds[i];
-            pd->revents = (short)(st->fds[pd->fd].fired & (pd->events | POLLERR | POLLHUP));
-            ready += pd->revents != 0;
-        }
-        if (ready > 0) {
-            st__pollq_ready(sched, pq);
+        int fd = st->events[i].data.fd;
+        struct fd_watch *w = watch_of(st, fd);
+        collect(w, to_poll_events(st->events[i].events), &ready);
+        /* A kept registration fired for what nobody waits for: drop that part. */
+        unsigned want = wanted_events(w);
+        if (want == 0 || (st->events[i].events & (EPOLLIN | EPOLLOUT | EPOLLPRI) & ~want) != 0) {
+            (void)set_registration(st, fd, w, want);
         }
     }
-
-    for (int i = 0; i < n; i++) {
-        st->fds[st->events[i].data.fd].fired = 0;
+    /* Wake in the order the events came (the list was built backwards). */
+    struct st__pollq *in_order = NULL;
+    while (ready != NULL) {
+        struct st__pollq *next = ready->next_ready;
+        ready->next_ready = in_order;
+        in_order = ready;
+        ready = next;
+    }
+    while (in_order != NULL) {
+        struct st__pollq *next = in_order->next_ready;
+        st__pollq_ready(sched, in_order);
+        in_order = next;
     }
 }
 
 static int epoll_fd_new(struct st__sched *sched, int osfd)
 {
-    return ensure_capacity(sched->backend_state, osfd);
+    struct epoll_state *st = sched->backend_state;
+    if (ensure_capacity(st, osfd) != 0) {
+        return -1;
+    }
+    watch_of(st, osfd)->owned = true;
+    return 0;
+}
+
+static void epoll_fd_free(struct st__sched *sched, int osfd)
+{
+    struct epoll_state *st = sched->backend_state;
+    int chunk = osfd >> CHUNK_SHIFT;
+    if (osfd < 0 || chunk >= st->nchunks || st->chunks[chunk] == NULL) {
+        return;
+    }
+    struct fd_watch *w = watch_of(st, osfd);
+    w->owned = false;
+    (void)set_registration(st, osfd, w, wanted_events(w));
 }
 
 static int epoll_fd_close(struct st__sched *sched, int osfd)
 {
     const struct epoll_state *st = sched->backend_state;
-    if (osfd < st->fd_capacity && wanted_events(&st->fds[osfd]) != 0) {
+    int chunk = osfd >> CHUNK_SHIFT;
+    if (osfd >= 0 && chunk < st->nchunks && st->chunks[chunk] != NULL &&
+        !st__list_empty(&watch_of(st, osfd)->waiters)) {
         errno = EBUSY;
         return -1;
     }
@@ -216,5 +303,6 @@ const struct st__backend_ops st__backend_epoll = {
     .pollset_del = epoll_pollset_del,
     .fd_new = epoll_fd_new,
     .fd_close = epoll_fd_close,
+    .fd_free = epoll_fd_free,
     .fd_limit = 0,
 };

@@ -40,11 +40,10 @@ static void poll_fini(struct st__sched *sched)
 }
 
 /* Growing here, where failure can be reported, keeps dispatch allocation-free. */
-static int poll_pollset_add(struct st__sched *sched, struct pollfd *pds, int npds)
+static int poll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    (void)pds;
     struct poll_state *st = sched->backend_state;
-    size_t need = st->count + (size_t)npds;
+    size_t need = st->count + (size_t)pq->npds;
     if (need > st->capacity) {
         size_t capacity = st->capacity > 0 ? st->capacity : 64;
         while (capacity < need) {
@@ -62,11 +61,10 @@ static int poll_pollset_add(struct st__sched *sched, struct pollfd *pds, int npd
     return 0;
 }
 
-static void poll_pollset_del(struct st__sched *sched, struct pollfd *pds, int npds)
+static void poll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    (void)pds;
     struct poll_state *st = sched->backend_state;
-    st->count -= (size_t)npds;
+    st->count -= (size_t)pq->npds;
 }
 
 static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
@@ -108,6 +106,12 @@ static int poll_fd_new(struct st__sched *sched, int osfd)
     return 0;
 }
 
+static void poll_fd_free(struct st__sched *sched, int osfd)
+{
+    (void)sched;
+    (void)osfd;
+}
+
 static int poll_fd_close(struct st__sched *sched, int osfd)
 {
     for (struct st__list *link = sched->io_q.next; link != &sched->io_q; link = link->next) {
@@ -133,5 +137,6 @@ const struct st__backend_ops st__backend_poll = {
     .pollset_del = poll_pollset_del,
     .fd_new = poll_fd_new,
     .fd_close = poll_fd_close,
+    .fd_free = poll_fd_free,
     .fd_limit = 0,
 };

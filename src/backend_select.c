@@ -63,9 +63,11 @@ static void count_waiter(struct select_state *st, const struct pollfd *pd, int d
     }
 }
 
-static int select_pollset_add(struct st__sched *sched, struct pollfd *pds, int npds)
+static int select_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
     struct select_state *st = sched->backend_state;
+    struct pollfd *pds = pq->pds;
+    int npds = pq->npds;
     for (int i = 0; i < npds; i++) {
         if (pds[i].fd >= FD_SETSIZE) {
             errno = EINVAL;
@@ -81,11 +83,11 @@ static int select_pollset_add(struct st__sched *sched, struct pollfd *pds, int n
     return 0;
 }
 
-static void select_pollset_del(struct st__sched *sched, struct pollfd *pds, int npds)
+static void select_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
     struct select_state *st = sched->backend_state;
-    for (int i = 0; i < npds; i++) {
-        count_waiter(st, &pds[i], -1);
+    for (int i = 0; i < pq->npds; i++) {
+        count_waiter(st, &pq->pds[i], -1);
     }
 }
 
@@ -171,6 +173,12 @@ static int select_fd_new(struct st__sched *sched, int osfd)
     return 0;
 }
 
+static void select_fd_free(struct st__sched *sched, int osfd)
+{
+    (void)sched;
+    (void)osfd;
+}
+
 static int select_fd_close(struct st__sched *sched, int osfd)
 {
     const struct select_state *st = sched->backend_state;
@@ -192,5 +200,6 @@ const struct st__backend_ops st__backend_select = {
     .pollset_del = select_pollset_del,
     .fd_new = select_fd_new,
     .fd_close = select_fd_close,
+    .fd_free = select_fd_free,
     .fd_limit = FD_SETSIZE,
 };

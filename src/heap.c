@@ -20,11 +20,8 @@ void st__heap_fini(struct st__heap *heap)
     st__heap_init(heap);
 }
 
-int st__heap_reserve(struct st__heap *heap, size_t count)
+int st__heap_grow(struct st__heap *heap, size_t count)
 {
-    if (count <= heap->capacity) {
-        return 0;
-    }
     if (count > SIZE_MAX / 2 / sizeof(struct st__heap_node *)) {
         errno = ENOMEM;
         return -1;

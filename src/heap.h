@@ -37,8 +37,14 @@ struct st__heap {
 void st__heap_init(struct st__heap *heap);
 void st__heap_fini(struct st__heap *heap);
 
+/* Grow the array to hold at least `count` nodes: 0, or -1 with errno ENOMEM. */
+int st__heap_grow(struct st__heap *heap, size_t count);
+
 /* Make room for at least `count` nodes. Returns 0, or -1 with errno ENOMEM. */
-int st__heap_reserve(struct st__heap *heap, size_t count);
+static inline int st__heap_reserve(struct st__heap *heap, size_t count)
+{
+    return count <= heap->capacity ? 0 : st__heap_grow(heap, count);
+}
 
 /* Insert `node` with deadline `due`; capacity must have been reserved. */
 void st__heap_insert(struct st__heap *heap, struct st__heap_node *node, st_utime_t due);

@@ -70,6 +70,9 @@ void st_netfd_free(st_netfd_t fd)
         free(fd);
         return;
     }
+    if (sched->initialized) {
+        sched->backend->fd_free(sched, fd->osfd);
+    }
     fd->next = sched->netfd_freelist;
     sched->netfd_freelist = fd;
 }

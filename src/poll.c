@@ -5,6 +5,7 @@
  * it. pq.on_ioq tells the two apart when it resumes.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "backend.h"
 #include "sched.h"
@@ -27,6 +28,38 @@ static int validate(struct pollfd *pds, int npds)
     return 0;
 }
 
+/* Give every pollfd its backend link; only long pollfd arrays allocate. */
+static int pollq_init(struct st__pollq *pq, struct pollfd *pds, int npds, struct _st_thread *me)
+{
+    pq->pds = pds;
+    pq->npds = npds;
+    pq->thread = me;
+    pq->on_ioq = true;
+    pq->ready = false;
+    pq->next_ready = NULL;
+    pq->fds = pq->inline_fds;
+    if (npds > ST__POLLQ_INLINE) {
+        pq->fds = malloc((size_t)npds * sizeof(*pq->fds));
+        if (pq->fds == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    for (int i = 0; i < npds; i++) {
+        pq->fds[i].pq = pq;
+        pq->fds[i].pd = &pds[i];
+        st__list_init(&pq->fds[i].link);
+    }
+    return 0;
+}
+
+static void pollq_fini(struct st__pollq *pq)
+{
+    if (pq->fds != pq->inline_fds) {
+        free(pq->fds);
+    }
+}
+
 int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 {
     struct st__sched *sched = st__sched_running();
@@ -39,11 +72,15 @@ int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
         errno = EINTR;
         return -1;
     }
-    if (sched->backend->pollset_add(sched, pds, npds) != 0) {
+    struct st__pollq pq;
+    if (pollq_init(&pq, pds, npds, me) != 0) {
+        return -1;
+    }
+    if (sched->backend->pollset_add(sched, &pq) != 0) {
+        pollq_fini(&pq);
         return -1;
     }
 
-    struct st__pollq pq = {.pds = pds, .npds = npds, .thread = me, .on_ioq = true};
     st__list_insert_tail(&sched->io_q, &pq.link);
     if (timeout != ST_UTIME_NO_TIMEOUT) {
         st__sched_sleep_add(sched, me, timeout);
@@ -57,12 +94,13 @@ int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
     if (pq.on_ioq) {
         /* Woken by the deadline or an interrupt, not by I/O. */
         st__list_remove(&pq.link);
-        sched->backend->pollset_del(sched, pds, npds);
+        sched->backend->pollset_del(sched, &pq);
     } else {
         for (int i = 0; i < npds; i++) {
             ready += pds[i].revents != 0;
         }
     }
+    pollq_fini(&pq);
     if ((me->flags & ST__FL_INTERRUPT) != 0) {
         me->flags &= ~ST__FL_INTERRUPT;
         errno = EINTR;
@@ -75,7 +113,7 @@ void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq)
 {
     st__list_remove(&pq->link);
     pq->on_ioq = false;
-    sched->backend->pollset_del(sched, pq->pds, pq->npds);
+    sched->backend->pollset_del(sched, pq);
     struct _st_thread *thread = pq->thread;
     if (thread->state == ST__IO_WAIT) {
         st__sched_sleep_del(sched, thread);

@@ -65,24 +65,14 @@ struct st__sched *st__sched_get(void)
     return sched;
 }
 
-struct st__sched *st__sched_running(void)
-{
-    struct st__sched *sched = st__this_sched;
-    if (sched == NULL || !sched->initialized) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return sched;
-}
 
-void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread)
-{
-    thread->state = ST__RUNNABLE;
-    st__list_insert_tail(&sched->run_q, &thread->links);
-}
 
 void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_utime_t timeout)
 {
+    if (st__heap_size(&sched->sleep_q) == 0) {
+        /* Yields skip the clock while nobody sleeps: catch up now. */
+        sched->last_clock = st__utime(sched);
+    }
     st_utime_t due = sched->last_clock + timeout;
     if (due < sched->last_clock) {
         due = ST_UTIME_NO_TIMEOUT - 1; /* saturate instead of wrapping into the past */
@@ -90,12 +80,6 @@ void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_
     st__heap_insert(&sched->sleep_q, &thread->timer, due);
 }
 
-void st__sched_sleep_del(struct st__sched *sched, struct _st_thread *thread)
-{
-    if (st__heap_node_queued(&thread->timer)) {
-        st__heap_remove(&sched->sleep_q, &thread->timer);
-    }
-}
 
 /* Callbacks are for application coroutines: not the idle one, not a dying one. */
 static bool wants_switch_cb(const struct _st_thread *thread)

@@ -9,6 +9,7 @@
 #ifndef ST__SCHED_H
 #define ST__SCHED_H
 
+#include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <time.h>
@@ -60,18 +61,43 @@ struct st__sched {
     void *dead_tsan_fiber;            /* a finished coroutine's TSan fiber, to destroy */
 };
 
+struct st__pollq;
+
+/*
+ * One pollfd of a waiting coroutine, for backends that keep the waiters of
+ * each descriptor in a list (epoll wakes exactly the waiters of the fds
+ * that fired instead of scanning every waiter).
+ */
+struct st__pollq_fd {
+    struct st__list link; /* on the backend's list of this fd's waiters */
+    struct st__pollq *pq;
+    struct pollfd *pd;
+};
+
+/* How many pollfds a wait can have before st_poll() allocates their links. */
+#define ST__POLLQ_INLINE 4
+
 /* A coroutine's wait in st_poll(): lives on that coroutine's stack. */
 struct st__pollq {
     struct st__list link; /* on the scheduler's io_q */
     struct pollfd *pds;
     int npds;
+    struct st__pollq_fd *fds; /* npds entries: `inline_fds` or allocated */
     struct _st_thread *thread;
     bool on_ioq;          /* cleared when I/O readiness woke the coroutine */
+    bool ready;           /* a backend's dispatch has queued it for waking */
+    struct st__pollq *next_ready;
+    struct st__pollq_fd inline_fds[ST__POLLQ_INLINE];
 };
 
 static inline struct st__pollq *st__pollq_from_link(struct st__list *link)
 {
     return ST__CONTAINER_OF(link, struct st__pollq, link);
+}
+
+static inline struct st__pollq_fd *st__pollq_fd_from_link(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct st__pollq_fd, link);
 }
 
 extern _Thread_local struct st__sched *st__this_sched __attribute__((tls_model("initial-exec")));
@@ -89,16 +115,33 @@ struct st__sched *st__sched_get(void);
 void st__sched_forget(void);
 
 /* The scheduler of an st_init()ed pthread, or NULL with errno EINVAL. */
-struct st__sched *st__sched_running(void);
+static inline struct st__sched *st__sched_running(void)
+{
+    struct st__sched *sched = st__this_sched;
+    if (sched == NULL || !sched->initialized) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return sched;
+}
 
 /* Make `thread` runnable at the tail of the run queue. */
-void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread);
+static inline void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread)
+{
+    thread->state = ST__RUNNABLE;
+    st__list_insert_tail(&sched->run_q, &thread->links);
+}
 
 /* Give a coroutine a deadline `timeout` after the scheduler's last clock. */
 void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_utime_t timeout);
 
 /* Drop a coroutine's deadline, if it has one. */
-void st__sched_sleep_del(struct st__sched *sched, struct _st_thread *thread);
+static inline void st__sched_sleep_del(struct st__sched *sched, struct _st_thread *thread)
+{
+    if (st__heap_node_queued(&thread->timer)) {
+        st__heap_remove(&sched->sleep_q, &thread->timer);
+    }
+}
 
 /*
  * Suspend the current coroutine `me` (already placed on whatever queue

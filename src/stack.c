@@ -132,8 +132,13 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
         stack = map_new(pool, size);
     }
 #ifdef ST__ASAN
-    /* A suspended coroutine's locals are live: LeakSanitizer must scan them. */
+    /*
+     * A reused stack may still carry the redzone poison of frames that never
+     * returned (a finished coroutine's last switch). A suspended coroutine's
+     * locals are live: LeakSanitizer must scan them.
+     */
     if (stack != NULL) {
+        ASAN_UNPOISON_MEMORY_REGION(stack->bottom, (size_t)(stack->top - stack->bottom));
         __lsan_register_root_region(stack->bottom, (size_t)(stack->top - stack->bottom));
     }
 #endif

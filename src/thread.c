@@ -41,17 +41,27 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
     char *top = stack->top - sizeof(struct _st_thread);
     top -= (uintptr_t)top & 63U;
     struct _st_thread *thread = (struct _st_thread *)(void *)top;
-    memset(thread, 0, sizeof(*thread));
+    /*
+     * Field by field rather than one memset of the whole object: a reused
+     * stack makes this the hot path of create+join, and a large memset is
+     * a slow string instruction.
+     */
+    thread->state = ST__RUNNABLE;
+    thread->flags = 0;
     thread->start = start;
     thread->arg = arg;
+    thread->retval = NULL;
     thread->stack = stack;
     st__list_init(&thread->links);
     st__list_init(&thread->wait_links);
     st__heap_node_init(&thread->timer);
+    thread->term = NULL;
     if (joinable) {
         st__cond_init(&thread->term_cond);
         thread->term = &thread->term_cond;
     }
+    memset(thread->keys, 0, sizeof(thread->keys));
+    thread->waiting_on = NULL;
     st__ctx_make(&thread->ctx, thread, thread_main, thread);
     st__fiber_init(&thread->fiber, stack->bottom, (size_t)(stack->top - stack->bottom));
 
@@ -85,6 +95,27 @@ st_thread_t st_thread_self(void)
     return sched != NULL ? sched->current : NULL;
 }
 
+/*
+ * Forget a finished coroutine and give its stack back. Called by the
+ * coroutine itself on its way out (non-joinable), or by its joiner, which
+ * spares the zombie a switch back just to free itself.
+ */
+static void reap(struct st__sched *sched, struct _st_thread *thread)
+{
+    st__list_remove(&thread->all_links);
+    sched->thread_count--;
+    if (thread->stack == NULL) {
+        return; /* the primordial: the pthread keeps its stack and fiber */
+    }
+    if (thread == sched->current) {
+        sched->dead_tsan_fiber = thread->fiber.tsan_fiber; /* still running on it */
+    } else {
+        st__fiber_destroy(&thread->fiber);
+    }
+    /* Safe while still on it: in free mode the unmapping is deferred. */
+    st__stack_release(&sched->stacks, thread->stack);
+}
+
 void st_thread_exit(void *retval)
 {
     struct st__sched *sched = st__sched_running();
@@ -97,24 +128,14 @@ void st_thread_exit(void *retval)
     me->flags |= ST__FL_EXITING;
     sched->active_count--;
 
-    if (me->term != NULL) {
-        /* Wait as a zombie until the joiner has taken the return value. */
-        me->state = ST__ZOMBIE;
-        st__list_insert_tail(&sched->zombie_q, &me->links);
-        (void)st_cond_signal(me->term);
-        st__sched_switch(sched, me);
-    }
-
-    st__list_remove(&me->all_links);
-    sched->thread_count--;
     me->state = ST__ZOMBIE;
     me->flags |= ST__FL_DEAD;
-    if (me->stack != NULL) {
-        sched->dead_tsan_fiber = me->fiber.tsan_fiber; /* the pthread keeps its own */
-    }
-    if (me->stack != NULL) {
-        /* Safe while still on it: in free mode the unmapping is deferred. */
-        st__stack_release(&sched->stacks, me->stack);
+    if (me->term != NULL) {
+        /* Stay a zombie until the joiner takes the return value and reaps it. */
+        st__list_insert_tail(&sched->zombie_q, &me->links);
+        (void)st_cond_signal(me->term);
+    } else {
+        reap(sched, me);
     }
     st__sched_switch(sched, me);
     abort(); /* a finished coroutine is never resumed */
@@ -146,9 +167,8 @@ int st_thread_join(st_thread_t thread, void **retvalp)
     if (retvalp != NULL) {
         *retvalp = thread->retval;
     }
-    /* Let the zombie finish exiting: it frees what it owns itself. */
     st__list_remove(&thread->links);
-    st__sched_make_runnable(sched, thread);
+    reap(sched, thread);
     return 0;
 }
 
@@ -172,7 +192,15 @@ void st_thread_yield(void)
     if (sched == NULL) {
         return;
     }
-    st__sched_check_clock(sched);
+    /*
+     * Timers can only expire if there are any: without sleepers (and
+     * without the st_time() cache to refresh) the clock is not read, which
+     * is most of a yield's cost. st__sched_sleep_add() refreshes the clock
+     * when the first sleeper arrives, so deadlines stay as fresh as ever.
+     */
+    if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
+        st__sched_check_clock(sched);
+    }
     if (st__list_empty(&sched->run_q)) {
         return;
     }

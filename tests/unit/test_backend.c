@@ -63,6 +63,23 @@ static void *idle_start(void *arg)
     return arg;
 }
 
+/* What st_poll() sets up for a wait, for backends driven directly. */
+static void make_pq(struct st__pollq *pq, struct pollfd *pds, int npds, st_thread_t owner)
+{
+    cr_assert_leq(npds, ST__POLLQ_INLINE);
+    memset(pq, 0, sizeof(*pq));
+    pq->pds = pds;
+    pq->npds = npds;
+    pq->fds = pq->inline_fds;
+    pq->thread = owner;
+    pq->on_ioq = true;
+    for (int i = 0; i < npds; i++) {
+        pq->fds[i].pq = pq;
+        pq->fds[i].pd = &pds[i];
+        st__list_init(&pq->fds[i].link);
+    }
+}
+
 static void check_waiter_bookkeeping(int eventsys)
 {
     struct fixture f;
@@ -70,15 +87,16 @@ static void check_waiter_bookkeeping(int eventsys)
     st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
     cr_assert_not_null(owner);
     struct pollfd pd = {.fd = f.sv[0], .events = POLLIN};
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pd, 1), 0);
-    struct st__pollq pq = {.pds = &pd, .npds = 1, .thread = owner, .on_ioq = true};
+    struct st__pollq pq;
+    make_pq(&pq, &pd, 1, owner);
+    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
     st__list_insert_tail(&f.sched->io_q, &pq.link);
     errno = 0;
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[0]), -1, "%s: close while waited on", f.ops->name);
     cr_expect_eq(errno, EBUSY);
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[1]), 0, "%s: other fds are free", f.ops->name);
     st__list_remove(&pq.link);
-    f.ops->pollset_del(f.sched, &pd, 1);
+    f.ops->pollset_del(f.sched, &pq);
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[0]), 0, "%s: free after the last waiter", f.ops->name);
 }
 
@@ -94,8 +112,9 @@ static void check_dispatch(int eventsys)
     st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
     cr_assert_not_null(owner);
     struct pollfd pds[2] = {{.fd = f.sv[0], .events = POLLIN}, {.fd = f.sv[0], .events = POLLOUT}};
-    cr_assert_eq(f.ops->pollset_add(f.sched, pds, 2), 0);
-    struct st__pollq pq = {.pds = pds, .npds = 2, .thread = owner, .on_ioq = true};
+    struct st__pollq pq;
+    make_pq(&pq, pds, 2, owner);
+    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
     st__list_insert_tail(&f.sched->io_q, &pq.link);
 
     f.ops->dispatch(f.sched, 0);
@@ -105,8 +124,9 @@ static void check_dispatch(int eventsys)
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[0]), 0, "%s: waking unregisters", f.ops->name);
 
     struct pollfd rd = {.fd = f.sv[0], .events = POLLIN};
-    cr_assert_eq(f.ops->pollset_add(f.sched, &rd, 1), 0);
-    struct st__pollq pq2 = {.pds = &rd, .npds = 1, .thread = owner, .on_ioq = true};
+    struct st__pollq pq2;
+    make_pq(&pq2, &rd, 1, owner);
+    cr_assert_eq(f.ops->pollset_add(f.sched, &pq2), 0);
     st__list_insert_tail(&f.sched->io_q, &pq2.link);
     f.ops->dispatch(f.sched, 1000);
     cr_expect(pq2.on_ioq, "%s: no data, so the waiter stays", f.ops->name);
@@ -129,8 +149,10 @@ Test(backend, select_refuses_fds_beyond_fd_setsize)
     cr_expect_eq(f.ops->fd_new(f.sched, FD_SETSIZE), -1);
     cr_expect_eq(errno, EMFILE);
     struct pollfd pd = {.fd = FD_SETSIZE + 5, .events = POLLIN};
+    struct st__pollq pq;
+    make_pq(&pq, &pd, 1, NULL);
     errno = 0;
-    cr_expect_eq(f.ops->pollset_add(f.sched, &pd, 1), -1);
+    cr_expect_eq(f.ops->pollset_add(f.sched, &pq), -1);
     cr_expect_eq(errno, EINVAL);
 }
 
@@ -141,8 +163,9 @@ Test(backend, select_reports_closed_fds_as_pollnval)
     st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
     cr_assert_not_null(owner);
     struct pollfd pd = {.fd = f.sv[0], .events = POLLIN};
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pd, 1), 0);
-    struct st__pollq pq = {.pds = &pd, .npds = 1, .thread = owner, .on_ioq = true};
+    struct st__pollq pq;
+    make_pq(&pq, &pd, 1, owner);
+    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
     st__list_insert_tail(&f.sched->io_q, &pq.link);
     cr_assert_eq(close(f.sv[0]), 0);
     f.ops->dispatch(f.sched, 1000);
@@ -159,8 +182,10 @@ Test(backend, epoll_refuses_what_it_cannot_watch)
     cr_assert_geq(file, 0);
     unlink(path);
     struct pollfd pds[2] = {{.fd = f.sv[0], .events = POLLIN}, {.fd = file, .events = POLLIN}};
+    struct st__pollq pq;
+    make_pq(&pq, pds, 2, NULL);
     errno = 0;
-    cr_expect_eq(f.ops->pollset_add(f.sched, pds, 2), -1, "regular files cannot be polled by epoll");
+    cr_expect_eq(f.ops->pollset_add(f.sched, &pq), -1, "regular files cannot be polled by epoll");
     cr_expect_eq(errno, EPERM);
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[0]), 0, "a failed add rolls back the earlier fds");
     close(file);
@@ -174,8 +199,10 @@ Test(backend, epoll_grows_its_fd_table)
     cr_assert_geq(high, 5000);
     cr_expect_eq(f.ops->fd_new(f.sched, high), 0);
     struct pollfd pd = {.fd = high, .events = POLLOUT};
-    cr_expect_eq(f.ops->pollset_add(f.sched, &pd, 1), 0);
+    struct st__pollq pq;
+    make_pq(&pq, &pd, 1, NULL);
+    cr_expect_eq(f.ops->pollset_add(f.sched, &pq), 0);
     cr_expect_eq(f.ops->fd_close(f.sched, high), -1);
-    f.ops->pollset_del(f.sched, &pd, 1);
+    f.ops->pollset_del(f.sched, &pq);
     close(high);
 }
