@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages st needs, when some are missing.
 #
-#   tools/deps.sh          everything: build, tests, coverage and clang-tidy
+#   tools/deps.sh          everything: build, tests, coverage, clang-tidy and
+#                          the cross toolchains with qemu-user (tools/cross/run.sh)
 #   tools/deps.sh build    only what building the library and tools needs
 #
 # Run as root it installs what is missing (apt-get update first, only then);
@@ -10,11 +11,27 @@
 set -euo pipefail
 
 build_pkgs=(gcc meson ninja-build pkg-config python3)
-test_pkgs=(g++ libcriterion-dev lcov gcovr clang clang-tidy binutils valgrind)
+test_pkgs=(g++ libcriterion-dev lcov gcovr clang clang-tidy binutils valgrind gdb)
+# tools/cross/run.sh: one gcc per foreign CPU, its C library (only a
+# Recommends of the compiler, so never installed by --no-install-recommends
+# alone), and qemu-user to run the results.
+cross_pkgs=(
+    gcc-i686-linux-gnu libc6-dev-i386-cross
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+    gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
+    gcc-mips-linux-gnu libc6-dev-mips-cross
+    gcc-mipsel-linux-gnu libc6-dev-mipsel-cross
+    gcc-mips64-linux-gnuabi64 libc6-dev-mips64-cross
+    gcc-mips64el-linux-gnuabi64 libc6-dev-mips64el-cross
+    gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross
+    gcc-s390x-linux-gnu libc6-dev-s390x-cross
+    qemu-user
+)
 
 case "${1:-all}" in
     build) wanted=("${build_pkgs[@]}") ;;
-    all | test) wanted=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+    all | test) wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${cross_pkgs[@]}") ;;
     *)
         echo "usage: $0 [build|all]" >&2
         exit 2

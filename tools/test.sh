@@ -11,10 +11,14 @@
 # 6. checks that libst.so (release build) exports nothing but st_* symbols;
 # 7. installs that build into build-test/stage and builds a State Threads
 #    program against it through pkg-config, with libst.so and with libst.a;
-# 8. prints one line per group and, last, "N passed, N failed", where every
+# 8. runs the suite under ASan+UBSan, the multi-pthread programs under TSan,
+#    and the unit, api (epoll) and tools under valgrind memcheck;
+# 9. cross-builds the conformance runner for every supported CPU and runs it
+#    under qemu-user (tools/cross/run.sh, build root build-test/cross);
+# 10. prints one line per group and, last, "N passed, N failed", where every
 #    Criterion test counts as one check, every other Meson test as one, and
-#    clang-tidy, the coverage gate, the symbol check and each link mode as
-#    one each.
+#    clang-tidy, the coverage gate, the symbol check, each link mode and
+#    each CPU of the cross run as one each.
 #
 # Exit status 0 if and only if nothing failed. Environment knobs:
 #   ST_TEST_BUILD_DIR   build directory (default build-test)
@@ -98,70 +102,25 @@ meson test -C "$BUILD" --no-rebuild --print-errorlogs \
     --num-processes "$JOBS" --timeout-multiplier 3 || test_rc=$?
 echo "meson test exit status: $test_rc"
 
-# Counts every Criterion test in every test executable, from the
-# "Synthesis: Tested: X | Passing: Y | Failing: Z | Crashing: W" line that
-# Criterion prints (crashes are included in Failing; tests - passing is
-# used so nothing is counted twice). A Criterion executable that exits
-# badly although all its tests passed, or that dies before printing its
-# synthesis, adds one failure. Any other Meson test counts as one check.
-parse_out=$(python3 - "$LOGS/testlog.json" <<'PY'
-import json, re, sys
-
-path = sys.argv[1]
-ansi = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
-synth = re.compile(r'Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)')
-good = {'OK', 'EXPECTEDFAIL'}
-c_pass = c_fail = c_exes = o_pass = o_fail = skipped = 0
-notes = []
-try:
-    with open(path, encoding='utf-8', errors='replace') as f:
-        entries = [json.loads(line) for line in f if line.strip()]
-except OSError as e:
-    print(f'note: cannot read {path}: {e}', file=sys.stderr)
-    entries = []
-for e in entries:
-    name = e.get('name', '?')
-    result = e.get('result', '?')
-    text = ansi.sub('', (e.get('stdout') or '') + '\n' + (e.get('stderr') or ''))
-    m = None
-    for m in synth.finditer(text):
-        pass
-    if m:
-        c_exes += 1
-        tested, passing = int(m.group(1)), int(m.group(2))
-        c_pass += passing
-        c_fail += tested - passing
-        for fl in re.findall(r'^\[FAIL\] (.*)$', text, re.M):
-            notes.append(f'{name}: {fl.strip()}')
-        if result not in good and tested == passing:
-            c_fail += 1
-            notes.append(f'{name}: all tests passed but the executable ended with {result}')
-    elif result == 'SKIP':
-        skipped += 1
-    elif re.search(r'^\[(RUN |----|FAIL|SKIP|PASS)\]', text, re.M):
-        c_exes += 1
-        c_fail += 1
-        notes.append(f'{name}: Criterion executable ended with {result} before its synthesis')
-    elif result in good:
-        o_pass += 1
-    else:
-        o_fail += 1
-        notes.append(f'{name}: {result}')
-for n in notes:
-    print('  ' + n, file=sys.stderr)
-print(c_pass, c_fail, c_exes, o_pass, o_fail, skipped)
-PY
-) || parse_out="0 1 0 0 0 0"
-read -r c_pass c_fail c_exes o_pass o_fail skipped <<<"$parse_out"
-if ((c_pass + c_fail == 0)); then
-    record criterion 0 1 "no Criterion test ran"
-else
-    record criterion "$c_pass" "$c_fail" "individual Criterion tests in $c_exes executables"
-fi
-record other-tests "$o_pass" "$o_fail" "other Meson tests (tools, header), one check each; $skipped skipped"
-if ((test_rc != 0 && c_fail + o_fail == 0)); then
-    record meson-test 0 1 "meson test exited with $test_rc"
-fi
+# Counts individual results (see tools/count_tests.py) and records them as
+# two groups, NAME (Criterion tests) and NAME-other (other Meson tests).
+count_tests() {   # count_tests NAME TESTLOG MESON_EXIT_STATUS
+    local name=$1 log=$2 rc=$3 out c_pass c_fail c_exes o_pass o_fail skipped
+    out=$(python3 tools/count_tests.py "$log") || out="0 1 0 0 0 0"
+    read -r c_pass c_fail c_exes o_pass o_fail skipped <<<"$out"
+    if ((c_pass + c_fail > 0)); then
+        record "$name" "$c_pass" "$c_fail" "individual Criterion tests in $c_exes executables"
+    fi
+    if ((o_pass + o_fail > 0 || c_pass + c_fail == 0)); then
+        record "$name-other" "$o_pass" "$o_fail" "other Meson tests, one check each; $skipped skipped"
+    fi
+    if ((c_pass + c_fail + o_pass + o_fail == 0)); then
+        record "$name" 0 1 "no test ran"
+    elif ((rc != 0 && c_fail + o_fail == 0)); then
+        record "$name" 0 1 "meson test exited with $rc"
+    fi
+}
+count_tests criterion "$LOGS/testlog.json" "$test_rc"
 
 # ---------------------------------------------------------------------------
 # Meson's clang-tidy target lints every C file that git tracks; outside a git
@@ -279,6 +238,104 @@ if meson install -C "$abi" >"$LOGS/install.log" 2>&1 && [[ -f $stage/include/st.
 else
     tail -n 20 "$LOGS/install.log" || true
     record install 0 1 "meson install failed (log: $LOGS/install.log)"
+fi
+
+# ---------------------------------------------------------------------------
+# The dynamic analysis tools, each on its own build (see docs/debugging.md).
+# A configure or compile failure counts as one failed check of the group.
+tool_build() {   # tool_build GROUP DIR MESON_OPTIONS...
+    local group=$1 dir=$2
+    shift 2
+    rm -rf "$dir"
+    if ! CC=gcc meson setup "$dir" --buildtype=debug "$@" >"$LOGS/$group-setup.log" 2>&1 ||
+        ! meson compile -C "$dir" -j "$JOBS" >"$LOGS/$group-compile.log" 2>&1; then
+        tail -n 20 "$LOGS/$group-setup.log" "$LOGS/$group-compile.log" 2>/dev/null || true
+        record "$group" 0 1 "could not build $dir (logs: $LOGS/$group-*.log)"
+        return 1
+    fi
+}
+
+# AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite. ASan's own
+# SIGSEGV handler is off so that st's overflow report is what tests see;
+# detect_stack_use_after_return exercises the fake stacks on coroutine stacks.
+step "ASan + UBSan: the whole test suite"
+asan="$BUILD/asan"
+if tool_build asan "$asan" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dc_args=-fno-sanitize-recover=all -Dtests=enabled; then
+    rm -f "$asan/meson-logs/testlog.json"
+    asan_rc=0
+    ASAN_OPTIONS=detect_stack_use_after_return=1:handle_segv=0:detect_leaks=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        meson test -C "$asan" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
+        --timeout-multiplier 3 || asan_rc=$?
+    count_tests asan "$asan/meson-logs/testlog.json" "$asan_rc"
+fi
+
+# ThreadSanitizer: Criterion's runtime does not work under TSan, so the
+# multi-pthread checks run through framework-free programs: the pthreads
+# stress test (tests/debug) and verify, whose checks include pthreads.
+step "TSan: multi-pthread programs"
+tsan="$BUILD/tsan"
+if tool_build tsan "$tsan" -Db_sanitize=thread -Db_lundef=false -Dtests=disabled; then
+    rm -f "$tsan/meson-logs/testlog.json"
+    tsan_rc=0
+    TSAN_OPTIONS=halt_on_error=1 meson test -C "$tsan" --no-rebuild --print-errorlogs \
+        --num-processes 1 --timeout-multiplier 5 pthreads verify || tsan_rc=$?
+    count_tests tsan "$tsan/meson-logs/testlog.json" "$tsan_rc"
+fi
+
+# valgrind memcheck: the unit suite, the api suite on one backend (the
+# backends share every code path valgrind can see but the dispatch, which
+# verify below covers for all three), and the tools, with leak checking.
+# Criterion's own runtime keeps "possibly lost" blocks, so definite and
+# indirect leaks are the errors.
+step "valgrind memcheck: unit, api (epoll), verify, tools"
+vg="$BUILD/valgrind"
+vg_cmd="valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --trace-children=yes"
+if tool_build valgrind "$vg" -Dtests=enabled; then
+    rm -f "$vg/meson-logs/testlog.json"
+    vg_rc=0
+    meson test -C "$vg" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
+        --timeout-multiplier 10 --wrapper "$vg_cmd" \
+        --suite unit --suite api --no-suite poll --no-suite select || vg_rc=$?
+    count_tests valgrind "$vg/meson-logs/testlog.json" "$vg_rc"
+    vg_pass=0
+    vg_fail=0
+    vg_bad=()
+    for prog in "tools/verify all" "tools/helloworld" "tools/stack" "tools/backtrace --check" \
+        "tests/debug/debug_pthreads 2 500"; do
+        # shellcheck disable=SC2086
+        if $vg_cmd $vg/$prog >"$LOGS/valgrind-${prog%% *}.log" 2>&1; then
+            vg_pass=$((vg_pass + 1))
+        else
+            vg_fail=$((vg_fail + 1))
+            vg_bad+=("$prog")
+            tail -n 20 "$LOGS/valgrind-${prog%% *}.log"
+        fi
+    done
+    record valgrind-tools "$vg_pass" "$vg_fail" \
+        "tools under memcheck, one check each${vg_bad:+; failed: ${vg_bad[*]}}"
+fi
+
+# ---------------------------------------------------------------------------
+# Every supported CPU: verify cross-built (static) and run under qemu-user,
+# x86_64 natively. Each `RESULT <cpu> PASS|FAIL` line is one check.
+step "cross: verify on every CPU (tools/cross/run.sh)"
+cross_log="$LOGS/cross.log"
+cross_rc=0
+bash tools/cross/run.sh -j "$JOBS" -o "$BUILD/cross" 2>&1 | tee "$cross_log" || cross_rc=$?
+cross_pass=$(grep -c '^RESULT [^ ]* PASS$' "$cross_log" || true)
+cross_fail=$(grep -c '^RESULT [^ ]* FAIL' "$cross_log" || true)
+if ((cross_pass + cross_fail == 0)); then
+    record cross 0 1 "tools/cross/run.sh printed no RESULT line (exit $cross_rc, log: $cross_log)"
+elif ((cross_fail > 0)); then
+    record cross "$cross_pass" "$cross_fail" "failed on $(awk '/^RESULT [^ ]* FAIL/ { printf "%s%s", sep, $2; sep = " " }' \
+        "$cross_log") (reasons in the RESULT lines above; log: $cross_log)"
+else
+    record cross "$cross_pass" 0 "one check per CPU: verify under qemu-user (x86_64 natively)"
+fi
+if ((cross_rc != 0 && cross_fail == 0)); then
+    record cross-script 0 1 "tools/cross/run.sh exited with $cross_rc"
 fi
 
 summary
