@@ -277,11 +277,19 @@ fi
 step "TSan: multi-pthread programs"
 tsan="$BUILD/tsan"
 if tool_build tsan "$tsan" -Db_sanitize=thread -Db_lundef=false -Dtests=disabled; then
-    rm -f "$tsan/meson-logs/testlog.json"
-    tsan_rc=0
-    TSAN_OPTIONS=halt_on_error=1 meson test -C "$tsan" --no-rebuild --print-errorlogs \
-        --num-processes 1 --timeout-multiplier 5 pthreads verify || tsan_rc=$?
-    count_tests tsan "$tsan/meson-logs/testlog.json" "$tsan_rc"
+    ts_pass=0
+    ts_fail=0
+    for prog in "tests/debug/debug_pthreads 4 500" "tools/verify all pthread_schedulers"; do
+        ts_log="$LOGS/tsan-$(basename "${prog%% *}").log"
+        # shellcheck disable=SC2086
+        if TSAN_OPTIONS=halt_on_error=1 $tsan/$prog >"$ts_log" 2>&1; then
+            ts_pass=$((ts_pass + 1))
+        else
+            ts_fail=$((ts_fail + 1))
+            tail -n 30 "$ts_log" || true
+        fi
+    done
+    record tsan "$ts_pass" "$ts_fail" "multi-pthread programs under ThreadSanitizer, one check each"
 fi
 
 # valgrind memcheck: the unit suite, the api suite on one backend (the
@@ -293,24 +301,26 @@ step "valgrind memcheck: unit, api (epoll), verify, tools"
 vg="$BUILD/valgrind"
 vg_cmd="valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --trace-children=yes"
 if tool_build valgrind "$vg" -Dtests=enabled; then
-    rm -f "$vg/meson-logs/testlog.json"
+    # With --wrapper, meson names the log after the wrapper.
+    rm -f "$vg/meson-logs/testlog-valgrind.json"
     vg_rc=0
     meson test -C "$vg" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
         --timeout-multiplier 10 --wrapper "$vg_cmd" \
         --suite unit --suite api --no-suite poll --no-suite select || vg_rc=$?
-    count_tests valgrind "$vg/meson-logs/testlog.json" "$vg_rc"
+    count_tests valgrind "$vg/meson-logs/testlog-valgrind.json" "$vg_rc"
     vg_pass=0
     vg_fail=0
     vg_bad=()
     for prog in "tools/verify all" "tools/helloworld" "tools/stack" "tools/backtrace --check" \
         "tests/debug/debug_pthreads 2 500"; do
+        vg_log="$LOGS/valgrind-$(basename "${prog%% *}").log"
         # shellcheck disable=SC2086
-        if $vg_cmd $vg/$prog >"$LOGS/valgrind-${prog%% *}.log" 2>&1; then
+        if $vg_cmd $vg/$prog >"$vg_log" 2>&1; then
             vg_pass=$((vg_pass + 1))
         else
             vg_fail=$((vg_fail + 1))
             vg_bad+=("$prog")
-            tail -n 20 "$LOGS/valgrind-${prog%% *}.log"
+            tail -n 20 "$vg_log" || true
         fi
     done
     record valgrind-tools "$vg_pass" "$vg_fail" \
