@@ -1,7 +1,7 @@
 /*
  * Coroutine stack allocator.
  *
- * Each stack is one anonymous mapping: an optional inaccessible guard page
+ * Each stack is an anonymous mapping: an optional inaccessible guard page
  * at the bottom (stacks grow down, so an overflow faults instead of
  * corrupting a neighbour), the usable stack, and this descriptor at the very
  * top. A pool works in one of two modes:
@@ -11,6 +11,14 @@
  *   free   released stacks are unmapped. A coroutine releases its stack while
  *          still running on it, so release only queues the stack and the
  *          unmapping happens later (st__stack_reclaim), from another stack.
+ *
+ * Without guard pages, stacks are carved from shared "slabs" of many stacks
+ * each: the kernel limits a process's mappings (vm.max_map_count, 65530 by
+ * default), and one mapping per stack would cap a process far below a
+ * million coroutines. A slab's stacks are never unmapped one by one; in free
+ * mode their memory is handed back with madvise(MADV_DONTNEED) instead and
+ * the address range is reused. (With guard pages each stack needs two
+ * mappings whatever the layout: the guard splits it.)
  */
 #ifndef ST__STACK_H
 #define ST__STACK_H
@@ -33,11 +41,22 @@ struct st__stack {
     char *top;            /* end (exclusive) of the usable stack */
     size_t size;          /* usable size that was asked for, page-rounded */
     unsigned valgrind_id; /* registration with valgrind, when built with it */
+    bool in_slab;         /* carved from a slab: never unmapped alone */
+};
+
+/* A mapping that holds many guard-less stacks (see above). */
+struct st__slab {
+    struct st__list link;
+    char *base;
+    size_t size;
 };
 
 struct st__stack_pool {
     struct st__list cache;
     struct st__list graveyard;
+    struct st__list slabs;
+    char *carve_next;     /* the free part of the newest slab */
+    char *carve_end;
     enum st__stack_mode mode;
     size_t pagesize;
     bool guard_pages;
@@ -46,7 +65,7 @@ struct st__stack_pool {
 
 void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, bool guard_pages);
 
-/* Unmap every stack the pool holds (cached or waiting to be unmapped). */
+/* Unmap every stack the pool holds (cached, waiting to be unmapped, slabs). */
 void st__stack_pool_fini(struct st__stack_pool *pool);
 
 /*
@@ -61,7 +80,10 @@ void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack);
 /* Unmap released stacks; the caller must not be running on any of them. */
 void st__stack_reclaim(struct st__stack_pool *pool);
 
-/* Unmap one stack now. The caller must not be running on it. */
+/*
+ * Give one stack's memory back now (a slab stack's mapping stays until the
+ * pool goes). The caller must not be running on it.
+ */
 void st__stack_unmap(struct st__stack *stack);
 
 static inline size_t st__stack_round(const struct st__stack_pool *pool, size_t size)

@@ -1,6 +1,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -138,5 +139,62 @@ Test(stack, randomised_tops_stay_aligned_and_inside_the_mapping)
         st__stack_reclaim(&pool);
     }
     cr_expect(moved, "randomisation never moved the top of the stack");
+    st__stack_pool_fini(&pool);
+}
+
+static int mapping_count(void)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(maps);
+    int lines = 0;
+    int c;
+    while ((c = fgetc(maps)) != EOF) {
+        lines += c == '\n';
+    }
+    fclose(maps);
+    return lines;
+}
+
+Test(stack, guardless_stacks_share_slabs_instead_of_one_mapping_each)
+{
+    enum { COUNT = 10000 };
+    static struct st__stack *stacks[COUNT];
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, false);
+    int before = mapping_count();
+    for (int i = 0; i < COUNT; i++) {
+        stacks[i] = st__stack_acquire(&pool, 4 * page());
+        cr_assert_not_null(stacks[i]);
+        cr_assert(stacks[i]->in_slab);
+        stacks[i]->bottom[0] = (char)i; /* each is its own memory */
+    }
+    cr_expect_eq(stacks[1]->map_base, stacks[0]->map_base + stacks[0]->map_size,
+                 "consecutive stacks are carved next to each other");
+    int grown = mapping_count() - before;
+    cr_expect_lt(grown, COUNT / 20, "%d stacks took %d new mappings", COUNT, grown);
+    for (int i = 0; i < COUNT; i++) {
+        cr_assert_eq(stacks[i]->bottom[0], (char)i);
+        st__stack_release(&pool, stacks[i]);
+    }
+    char *first = stacks[0]->map_base;
+    st__stack_pool_fini(&pool);
+    cr_expect_not(mapped(first, page()), "fini unmaps the slabs");
+    cr_expect_leq(mapping_count(), before + 1);
+}
+
+Test(stack, free_mode_hands_slab_memory_back_and_reuses_the_range)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_FREE, false);
+    struct st__stack *a = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(a);
+    a->bottom[0] = 42;
+    st__stack_release(&pool, a);
+    st__stack_reclaim(&pool);
+    cr_expect(mapped(a->map_base, a->map_size), "a slab stack's range stays mapped");
+    cr_expect_eq(a->bottom[0], 0, "but its memory went back to the OS (reads as zero)");
+    struct st__stack *b = st__stack_acquire(&pool, 4 * page());
+    cr_expect_eq(b, a, "the range is handed out again");
+    st__stack_release(&pool, b);
     st__stack_pool_fini(&pool);
 }
