@@ -54,13 +54,14 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
 {
     unmap_all(&pool->cache);
     unmap_all(&pool->graveyard);
-    struct st__list *link;
-    while ((link = st__list_first(&pool->slabs)) != NULL) {
-        st__list_remove(link);
+    struct st__list *link = pool->slabs.next;
+    while (link != &pool->slabs) {
         struct st__slab *slab = ST__CONTAINER_OF(link, struct st__slab, link);
+        link = link->next;
         (void)munmap(slab->base, slab->size);
         free(slab);
     }
+    st__list_init(&pool->slabs);
     pool->carve_next = NULL;
     pool->carve_end = NULL;
 }
