@@ -48,6 +48,8 @@ extern "C" {
 #define ST_EVENTSYS_SELECT 1
 #define ST_EVENTSYS_POLL 2
 #define ST_EVENTSYS_ALT 3
+/* Extension: io_uring readiness polling (Linux, when built with liburing). */
+#define ST_EVENTSYS_IO_URING 4
 
 /* Marks the functions the shared library exports; everything else is hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -131,6 +133,17 @@ ST_EXPORT int st_sendto(st_netfd_t fd, const void *msg, int len, const struct so
 ST_EXPORT int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout);
 ST_EXPORT int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout);
 ST_EXPORT st_netfd_t st_open(const char *path, int oflags, mode_t mode);
+
+/*
+ * Extensions: batched datagrams (Linux sendmmsg/recvmmsg) with the I/O
+ * semantics of the functions above. struct mmsghdr is only declared by
+ * <sys/socket.h> under _GNU_SOURCE; these prototypes do not need it.
+ */
+struct mmsghdr;
+ST_EXPORT int st_sendmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
+                          st_utime_t timeout);
+ST_EXPORT int st_recvmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
+                          st_utime_t timeout);
 
 ST_EXPORT void st_destroy(void);
 ST_EXPORT int st_thread_setspecific2(st_thread_t thread, int key, void *value);

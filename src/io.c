@@ -340,6 +340,43 @@ int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t ti
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
 }
 
+struct mmsg_args {
+    struct mmsghdr *msgvec;
+    unsigned int vlen;
+    int flags;
+};
+
+static ssize_t attempt_recvmmsg(int osfd, void *args)
+{
+    struct mmsg_args *a = args;
+    return recvmmsg(osfd, a->msgvec, a->vlen, a->flags, NULL);
+}
+
+static ssize_t attempt_sendmmsg(int osfd, void *args)
+{
+    struct mmsg_args *a = args;
+    return sendmmsg(osfd, a->msgvec, a->vlen, a->flags);
+}
+
+/*
+ * Batched datagrams: as many messages as the kernel takes (or has) at once.
+ * Like every function here: try first, wait while not ready, ETIME on
+ * timeout; the count of messages is returned.
+ */
+int st_recvmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
+                st_utime_t timeout)
+{
+    struct mmsg_args args = {msgvec, vlen, flags};
+    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmmsg, &args);
+}
+
+int st_sendmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
+                st_utime_t timeout)
+{
+    struct mmsg_args args = {msgvec, vlen, flags};
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmmsg, &args);
+}
+
 struct accept_args {
     struct sockaddr *addr;
     socklen_t *addrlen;
