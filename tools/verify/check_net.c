@@ -320,7 +320,82 @@ static int check_poll_shared_fd(void)
     return 0;
 }
 
+/* Batched datagrams: a receiver waits in st_recvmmsg, a batch sent at once arrives. */
+enum { BATCH = 8, DGRAM = 16 };
+
+struct mmsg_receiver {
+    st_netfd_t fd;
+    int received;
+    int ok;
+};
+
+static void *mmsg_receive(void *arg)
+{
+    struct mmsg_receiver *r = arg;
+    char bufs[BATCH][DGRAM];
+    struct iovec iov[BATCH];
+    struct mmsghdr msgs[BATCH];
+    memset(msgs, 0, sizeof msgs);
+    for (int i = 0; i < BATCH; i++) {
+        iov[i].iov_base = bufs[i];
+        iov[i].iov_len = DGRAM;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    r->ok = 1;
+    while (r->received < BATCH) {
+        int n = st_recvmmsg(r->fd, msgs, BATCH, 0, VF_LONG_US);
+        VF_CO_CHECK(n > 0);
+        for (int i = 0; i < n; i++) {
+            int seq = r->received + i;
+            if (msgs[i].msg_len != DGRAM || !vf_matches(bufs[i], DGRAM, (unsigned)seq)) {
+                r->ok = 0;
+            }
+        }
+        r->received += n;
+    }
+    return NULL;
+}
+
+static int check_udp_batch(void)
+{
+    unsigned short port = 0;
+    unsigned short unused = 0;
+    struct mmsg_receiver r = {.fd = vf_loopback_socket(SOCK_DGRAM, &port), .received = 0};
+    st_netfd_t sender = vf_loopback_socket(SOCK_DGRAM, &unused);
+    VF_CHECK(r.fd != NULL && sender != NULL);
+    errno = 0;
+    struct mmsghdr none;
+    memset(&none, 0, sizeof none);
+    VF_CHECK(st_recvmmsg(r.fd, &none, 1, 0, VF_SHORT_US) == -1 && errno == ETIME);
+    st_thread_t receiver = vf_spawn(mmsg_receive, &r);
+    VF_CHECK(receiver != NULL);
+    st_thread_yield(); /* the receiver is now waiting */
+
+    struct sockaddr_in to;
+    vf_loopback_addr(&to, port);
+    char bufs[BATCH][DGRAM];
+    struct iovec iov[BATCH];
+    struct mmsghdr msgs[BATCH];
+    memset(msgs, 0, sizeof msgs);
+    for (int i = 0; i < BATCH; i++) {
+        vf_fill(bufs[i], DGRAM, (unsigned)i);
+        iov[i].iov_base = bufs[i];
+        iov[i].iov_len = DGRAM;
+        msgs[i].msg_hdr.msg_name = &to;
+        msgs[i].msg_hdr.msg_namelen = sizeof to;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    VF_CHECK(st_sendmmsg(sender, msgs, BATCH, 0, VF_LONG_US) == BATCH);
+    VF_CHECK(vf_join_ok(receiver) == 0);
+    VF_CHECK(r.received == BATCH && r.ok);
+    VF_CHECK(st_netfd_close(sender) == 0 && st_netfd_close(r.fd) == 0);
+    return 0;
+}
+
 const struct vf_check vf_checks_net[] = {
+    {"udp_batch", check_udp_batch, VF_AFTER_INIT},
     {"tcp_echo", check_tcp_echo, VF_AFTER_INIT},
     {"tcp_timeouts", check_tcp_timeouts, VF_AFTER_INIT},
     {"udp", check_udp, VF_AFTER_INIT},
