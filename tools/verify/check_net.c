@@ -365,8 +365,12 @@ static int check_udp_batch(void)
     st_netfd_t sender = vf_loopback_socket(SOCK_DGRAM, &unused);
     VF_CHECK(r.fd != NULL && sender != NULL);
     errno = 0;
+    char spare[DGRAM];
+    struct iovec spare_iov = {.iov_base = spare, .iov_len = sizeof spare};
     struct mmsghdr none;
     memset(&none, 0, sizeof none);
+    none.msg_hdr.msg_iov = &spare_iov;
+    none.msg_hdr.msg_iovlen = 1;
     VF_CHECK(st_recvmmsg(r.fd, &none, 1, 0, VF_SHORT_US) == -1 && errno == ETIME);
     st_thread_t receiver = vf_spawn(mmsg_receive, &r);
     VF_CHECK(receiver != NULL);
