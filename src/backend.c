@@ -10,6 +10,7 @@
 extern const struct st__backend_ops st__backend_epoll;
 extern const struct st__backend_ops st__backend_poll;
 extern const struct st__backend_ops st__backend_select;
+extern const struct st__backend_ops st__backend_uring;
 
 /* In order of preference for ST_EVENTSYS_DEFAULT when select is compiled out. */
 static const struct st__backend_ops *const compiled[] = {
@@ -21,6 +22,9 @@ static const struct st__backend_ops *const compiled[] = {
 #endif
 #if ST__HAVE_EPOLL
     &st__backend_epoll,
+#endif
+#if ST__HAVE_IO_URING
+    &st__backend_uring, /* only when asked for: never compiled[0] (meson requires another) */
 #endif
 };
 
@@ -48,15 +52,26 @@ const struct st__backend_ops *st__backend_find(int eventsys)
     case ST_EVENTSYS_SELECT:
     case ST_EVENTSYS_POLL:
     case ST_EVENTSYS_ALT:
+    case ST_EVENTSYS_IO_URING:
         backend = by_id(eventsys);
         break;
     default:
         break;
     }
-    if (backend == NULL || !backend->supported()) {
+    if (backend == NULL) {
         errno = EINVAL;
         return NULL;
     }
+    /* A probe that fails says why (io_uring: ENOSYS, EPERM...); keep that. */
+    int saved = errno;
+    errno = 0;
+    if (!backend->supported()) {
+        if (errno == 0) {
+            errno = EINVAL;
+        }
+        return NULL;
+    }
+    errno = saved;
     return backend;
 }
 

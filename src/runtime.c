@@ -228,6 +228,8 @@ void st_destroy(void)
             return;
         }
         sched->backend->fini(sched);
+        /* The heap's nodes live in the coroutines, on the stacks about to go. */
+        st__heap_fini(&sched->sleep_q);
         release_threads(sched);
         st__overflow_fini(sched);
     }

@@ -10,8 +10,8 @@
 # With everything present it only asks dpkg, and takes well under a second.
 set -euo pipefail
 
-build_pkgs=(gcc meson ninja-build pkg-config python3)
-test_pkgs=(g++ libcriterion-dev lcov gcovr clang clang-tidy binutils valgrind gdb)
+build_pkgs=(gcc meson ninja-build pkg-config python3 liburing-dev)
+test_pkgs=(g++ libcriterion-dev lcov gcovr clang clang-tidy binutils valgrind gdb curl wrk)
 # tools/cross/run.sh: one gcc per foreign CPU, its C library (only a
 # Recommends of the compiler, so never installed by --no-install-recommends
 # alone), and qemu-user to run the results.

@@ -241,6 +241,24 @@ else
 fi
 
 # ---------------------------------------------------------------------------
+# Packaging as users meet it (docs/packaging.md): tests/consumer through its
+# Meson wrap and through pkg-config (shared and static) against an installed
+# copy; meson dist from HEAD, and the tarball's own build, tests and DESTDIR
+# install. Each PASS/FAIL line of the two scripts is one check.
+step "packaging: Meson wrap and pkg-config consumers, meson dist"
+for pk in consumer_check dist_check; do
+    pk_log="$LOGS/$pk.log"
+    bash "tools/$pk.sh" "$BUILD/$pk" 2>&1 | tee "$pk_log" || true
+    pk_pass=$(grep -c '^PASS ' "$pk_log" || true)
+    pk_fail=$(grep -c '^FAIL ' "$pk_log" || true)
+    if ((pk_pass + pk_fail == 0)); then
+        record "$pk" 0 1 "tools/$pk.sh printed no PASS/FAIL line (log: $pk_log)"
+    else
+        record "$pk" "$pk_pass" "$pk_fail" "one check per PASS/FAIL line (log: $pk_log)"
+    fi
+done
+
+# ---------------------------------------------------------------------------
 # The dynamic analysis tools, each on its own build (see docs/debugging.md).
 # A configure or compile failure counts as one failed check of the group.
 tool_build() {   # tool_build GROUP DIR MESON_OPTIONS...

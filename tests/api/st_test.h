@@ -3,7 +3,9 @@
  *
  * Every test runs in its own process (Criterion forks a worker per test), so
  * each test brings the library up itself with st_test_init(), which honours
- * ST_TEST_EVENTSYS=epoll|poll|select to run the same file once per backend.
+ * ST_TEST_EVENTSYS=epoll|poll|select|io_uring to run the same file once per
+ * backend. A kernel that refuses io_uring (ENOSYS, EPERM: seccomp, the
+ * io_uring_disabled sysctl) makes the io_uring runs skip, not fail.
  *
  * The library's idle coroutine calls exit(0) when no coroutine is left. A
  * test that ends that way would look like a pass to Criterion, so the suite
@@ -31,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,10 +54,46 @@ static inline void st_test_check_exit(void)
     }
 }
 
+static inline int st_test_eventsys(void);
+
+/*
+ * 0 if st_set_eventsys(es) is accepted, else its errno. Asked in a child so
+ * that the test's own pthreads still choose their backend themselves.
+ */
+static inline int st_test_probe_eventsys(int es)
+{
+    int status = 0;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        _exit(st_set_eventsys(es) == 0 ? 0 : (errno > 0 && errno < 256 ? errno : EINVAL));
+    }
+    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+    cr_assert_eq(waitpid(pid, &status, 0), pid, "waitpid: %s", strerror(errno));
+    cr_assert(WIFEXITED(status), "the eventsys probe died (status %d)", status);
+    return WEXITSTATUS(status);
+}
+
+/* Skip (not fail) when the kernel refuses io_uring: a sandbox, not a bug. */
+static inline void st_test_skip_if_refused(void)
+{
+    int err;
+
+    if (st_test_eventsys() != ST_EVENTSYS_IO_URING) {
+        return;
+    }
+    err = st_test_probe_eventsys(ST_EVENTSYS_IO_URING);
+    if (err == ENOSYS || err == EPERM) {
+        st_test_body_finished = 1;
+        cr_skip("io_uring backend skipped: the kernel refuses io_uring (%s)", strerror(err));
+    }
+}
+
 static inline void st_test_suite_init(void)
 {
     st_test_body_finished = 0;
     cr_assert_eq(atexit(st_test_check_exit), 0, "atexit failed");
+    st_test_skip_if_refused();
 }
 
 static inline void st_test_suite_fini(void)
@@ -88,6 +127,9 @@ static inline int st_test_eventsys(void)
     }
     if (strcmp(name, "select") == 0) {
         return ST_EVENTSYS_SELECT;
+    }
+    if (strcmp(name, "io_uring") == 0) {
+        return ST_EVENTSYS_IO_URING;
     }
     cr_assert_fail("unknown ST_TEST_EVENTSYS value \"%s\"", name);
     return -1;

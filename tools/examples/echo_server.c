@@ -1,7 +1,7 @@
 /*
  * echo_server: an st echo server, one coroutine per connection.
  *
- * usage: echo_server [-p port] [-b epoll|poll|select] [-t seconds]
+ * usage: echo_server [-p port] [-b epoll|poll|select|io_uring] [-t seconds]
  *
  *   -p  TCP port on 127.0.0.1 (default 0: pick a free one)
  *   -b  event system (default epoll where st has it, else st's default)
@@ -104,7 +104,10 @@ static int select_backend(const char *name)
     static const struct {
         const char *name;
         int eventsys;
-    } names[] = {{"epoll", ST_EVENTSYS_ALT}, {"poll", ST_EVENTSYS_POLL}, {"select", ST_EVENTSYS_SELECT}};
+    } names[] = {{"epoll", ST_EVENTSYS_ALT},
+                 {"poll", ST_EVENTSYS_POLL},
+                 {"select", ST_EVENTSYS_SELECT},
+                 {"io_uring", ST_EVENTSYS_IO_URING}};
     if (name == NULL) {
         (void)st_set_eventsys(ST_EVENTSYS_ALT); /* keep st's default if it has no epoll */
         return 0;
@@ -332,7 +335,8 @@ int main(int argc, char **argv)
 {
     struct options opt;
     if (parse_options(argc, argv, &opt) != 0) {
-        fprintf(stderr, "usage: %s [-p port] [-b epoll|poll|select] [-t seconds, 0 = forever]\n",
+        fprintf(stderr,
+                "usage: %s [-p port] [-b epoll|poll|select|io_uring] [-t seconds, 0 = forever]\n",
                 argv[0]);
         return 2;
     }

@@ -289,7 +289,8 @@ static void on_event(struct client *cl, const struct epoll_event *ev)
 
 static void progress(const struct client *cl, double elapsed, long *last_requests)
 {
-    const char *end = isatty(STDERR_FILENO) ? "\r" : "\n";
+    /* On a terminal the line rewrites itself; ESC [K clears what a longer one left. */
+    const char *end = isatty(STDERR_FILENO) ? "\033[K\r" : "\n";
     fprintf(stderr, "[%3.0fs] connections=%ld requests/s=%ld errors=%ld%s", elapsed,
             cl->connected, cl->requests - *last_requests, cl->errors, end);
     *last_requests = cl->requests;

@@ -1,7 +1,7 @@
 /*
  * verify: conformance runner for st.
  *
- * usage: verify [select|poll|epoll|all] [CHECK...]
+ * usage: verify [select|poll|epoll|io_uring|all] [CHECK...]
  *
  * Runs every check once per selected event backend. Each check runs in a
  * forked process of its own that selects the backend and calls st_init, so a
@@ -37,6 +37,7 @@ static const struct vf_backend known_backends[] = {
     {"epoll", ST_EVENTSYS_ALT},
     {"poll", ST_EVENTSYS_POLL},
     {"select", ST_EVENTSYS_SELECT},
+    {"io_uring", ST_EVENTSYS_IO_URING},
 };
 enum { N_KNOWN = sizeof known_backends / sizeof known_backends[0] };
 
@@ -271,7 +272,7 @@ static int parse_args(int argc, char **argv, struct options *opt)
     if (argc > 1) {
         if (strcmp(argv[1], "all") != 0) {
             if (find_backend(argv[1]) == NULL) {
-                fprintf(stderr, "usage: %s [select|poll|epoll|all] [CHECK...]\n", argv[0]);
+                fprintf(stderr, "usage: %s [select|poll|epoll|io_uring|all] [CHECK...]\n", argv[0]);
                 return -1;
             }
             opt->backend = argv[1];

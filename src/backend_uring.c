@@ -1,0 +1,545 @@
+/*
+ * io_uring(7) backend (ST_EVENTSYS_IO_URING), readiness through one-shot
+ * IORING_OP_POLL_ADD requests, so that every I/O function works on it
+ * unchanged: they still try the system call first and wait in st_poll().
+ *
+ * As in the epoll backend, each descriptor keeps the list of pollfds
+ * waiting on it, and has at most one poll request in the kernel: for the
+ * union of what its waiters want. Waiting only marks the descriptor dirty;
+ * the next dispatch queues the POLL_ADDs of all dirty descriptors and
+ * submits them in the same io_uring_enter() that waits, so a wait costs no
+ * system call of its own. Arming a poll checks the current state of the
+ * file, so readiness is level-triggered like poll(2).
+ *
+ * A request is identified by user_data = fd << 32 | generation. Every new
+ * request of a descriptor takes the next generation, and a completion
+ * counts only if its descriptor has a request in flight of that very
+ * generation: completions of cancelled or replaced requests, of closed and
+ * reused descriptor numbers, are recognised and dropped without touching
+ * any waiter (the waiters are never named in user_data).
+ *
+ * When the last waiter leaves before its poll fired (timeout, interrupt,
+ * another descriptor of its st_poll() fired), the request is removed with
+ * IORING_OP_POLL_REMOVE. A pending poll holds a reference to the file, so
+ * a close() would not release the file (a socket would not send its FIN)
+ * until the removal reaches the kernel: removals for descriptors without a
+ * netfd are submitted at once, since the caller may close them as soon as
+ * st_poll() returns; those for netfds are queued and submitted by the next
+ * dispatch, or by fd_free() when the netfd lets go of the descriptor.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "sched.h"
+
+#define SQ_ENTRIES 1024U
+#define CQ_ENTRIES 4096U
+#define SMALL_ENTRIES 64U /* when locked memory (kernels before 5.12) is short */
+#define CQE_BATCH 256U
+#define CHUNK_SHIFT 8
+#define CHUNK_SIZE (1 << CHUNK_SHIFT)
+/* user_data of POLL_REMOVE requests, whose own completion says nothing. */
+#define UDATA_IGNORED UINT64_MAX
+
+struct fd_watch {
+    struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
+    struct st__list dirty;   /* on uring_state.dirty while its request must change */
+    int fd;
+    int readers;
+    int writers;
+    int urgent;      /* POLLPRI waiters */
+    unsigned armed;  /* events of the poll request in flight; 0: none */
+    uint32_t gen;    /* generation of that request */
+    bool owned;      /* a netfd holds it: its removals may wait for the next dispatch */
+};
+
+
+/*
+ * liburing's out-of-line functions, loaded when io_uring is first asked for.
+ * Linking liburing would make every user of libst.a add -luring, and st must
+ * link exactly like State Threads; the inline parts of liburing.h (preparing
+ * requests, reading completions) need nothing at run time.
+ */
+struct liburing_api {
+    int (*queue_init)(unsigned entries, struct io_uring *ring, unsigned flags);
+    int (*queue_init_params)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
+    void (*queue_exit)(struct io_uring *ring);
+    int (*submit)(struct io_uring *ring);
+    int (*submit_and_wait_timeout)(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
+                                   unsigned wait_nr, struct __kernel_timespec *ts, sigset_t *sigmask);
+    unsigned (*peek_batch_cqe)(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count);
+};
+
+static struct liburing_api lib;
+static bool lib_loaded;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+/* Store dlsym's object pointer into a function pointer (POSIX guarantees it fits). */
+static bool bind_symbol(void *handle, const char *name, void *fn_slot, size_t fn_size)
+{
+    void *symbol = dlsym(handle, name);
+    if (symbol == NULL || fn_size != sizeof(symbol)) {
+        return false;
+    }
+    memcpy(fn_slot, &symbol, sizeof(symbol));
+    return true;
+}
+
+static void load_liburing(void)
+{
+    void *h = dlopen("liburing.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        return;
+    }
+    lib_loaded = bind_symbol(h, "io_uring_queue_init", &lib.queue_init, sizeof(lib.queue_init)) &&
+                 bind_symbol(h, "io_uring_queue_init_params", &lib.queue_init_params,
+                      sizeof(lib.queue_init_params)) &&
+                 bind_symbol(h, "io_uring_queue_exit", &lib.queue_exit, sizeof(lib.queue_exit)) &&
+                 bind_symbol(h, "io_uring_submit", &lib.submit, sizeof(lib.submit)) &&
+                 bind_symbol(h, "io_uring_submit_and_wait_timeout", &lib.submit_and_wait_timeout,
+                      sizeof(lib.submit_and_wait_timeout)) &&
+                 bind_symbol(h, "io_uring_peek_batch_cqe", &lib.peek_batch_cqe,
+                      sizeof(lib.peek_batch_cqe));
+}
+
+/* Watches live in fixed chunks that never move (lists point into them). */
+struct uring_state {
+    struct io_uring ring;
+    struct fd_watch **chunks;
+    int nchunks;
+    struct st__list dirty; /* struct fd_watch whose request must be armed or replaced */
+    bool in_dispatch;
+    bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
+    struct io_uring_cqe *cqes[CQE_BATCH];
+};
+
+static int init_ring(struct io_uring *ring, unsigned entries, unsigned flags, unsigned cq_entries)
+{
+    struct io_uring_params params;
+    memset(&params, 0, sizeof(params));
+    params.flags = flags;
+    params.cq_entries = cq_entries;
+    return lib.queue_init_params(entries, ring, &params);
+}
+
+/* io_uring_queue_init's result as errno; the strongest setup this kernel takes. */
+static int create_ring(struct io_uring *ring)
+{
+    /* SUBMIT_ALL (5.18): a failing request does not stop the rest of the batch. */
+    /* COOP_TASKRUN (5.19): completions wait for our next system call, no IPI. */
+    const unsigned sized = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    int rc = init_ring(ring, SQ_ENTRIES,
+                       sized | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN, CQ_ENTRIES);
+    if (rc == -EINVAL) {
+        rc = init_ring(ring, SQ_ENTRIES, sized, CQ_ENTRIES);
+    }
+    if (rc == -EINVAL) {
+        rc = init_ring(ring, SQ_ENTRIES, 0, 0);
+    }
+    if (rc == -ENOMEM) {
+        rc = init_ring(ring, SMALL_ENTRIES, 0, 0);
+    }
+    return rc;
+}
+
+/* Probed at selection: seccomp or io_uring_disabled say ENOSYS or EPERM here. */
+static bool uring_supported(void)
+{
+    (void)pthread_once(&lib_once, load_liburing);
+    if (!lib_loaded) {
+        errno = ENOSYS; /* liburing.so.2 is not installed */
+        return false;
+    }
+    struct io_uring ring;
+    int rc = lib.queue_init(2, &ring, 0);
+    if (rc < 0) {
+        errno = -rc;
+        return false;
+    }
+    lib.queue_exit(&ring);
+    return true;
+}
+
+static int uring_init(struct st__sched *sched)
+{
+    struct uring_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = create_ring(&st->ring);
+    if (rc < 0) {
+        free(st);
+        errno = -rc;
+        return -1;
+    }
+    st__list_init(&st->dirty);
+    sched->backend_state = st;
+    return 0;
+}
+
+static void uring_fini(struct st__sched *sched)
+{
+    struct uring_state *st = sched->backend_state;
+    /* Tearing the ring down cancels every request still in flight. */
+    lib.queue_exit(&st->ring);
+    for (int i = 0; i < st->nchunks; i++) {
+        free(st->chunks[i]);
+    }
+    free((void *)st->chunks);
+    free(st);
+    sched->backend_state = NULL;
+}
+
+static bool have_watch(const struct uring_state *st, int fd)
+{
+    return fd >= 0 && (fd >> CHUNK_SHIFT) < st->nchunks && st->chunks[fd >> CHUNK_SHIFT] != NULL;
+}
+
+static struct fd_watch *watch_of(const struct uring_state *st, int fd)
+{
+    return &st->chunks[fd >> CHUNK_SHIFT][fd & (CHUNK_SIZE - 1)];
+}
+
+static int ensure_capacity(struct uring_state *st, int fd)
+{
+    int chunk = fd >> CHUNK_SHIFT;
+    if (chunk < st->nchunks && st->chunks[chunk] != NULL) {
+        return 0;
+    }
+    if (chunk >= st->nchunks) {
+        int n = st->nchunks > 0 ? st->nchunks : 4;
+        while (n <= chunk) {
+            n = n > INT_MAX / 2 ? chunk + 1 : n * 2;
+        }
+        struct fd_watch **chunks = realloc((void *)st->chunks, (size_t)n * sizeof(*chunks)); // NOLINT(bugprone-sizeof-expression)
+        if (chunks == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        for (int i = st->nchunks; i < n; i++) {
+            chunks[i] = NULL;
+        }
+        st->chunks = chunks;
+        st->nchunks = n;
+    }
+    struct fd_watch *watches = calloc(CHUNK_SIZE, sizeof(*watches));
+    if (watches == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int i = 0; i < CHUNK_SIZE; i++) {
+        st__list_init(&watches[i].waiters);
+        st__list_init(&watches[i].dirty);
+        watches[i].fd = chunk * CHUNK_SIZE + i;
+    }
+    st->chunks[chunk] = watches;
+    return 0;
+}
+
+static unsigned wanted_events(const struct fd_watch *w)
+{
+    return (w->readers > 0 ? (unsigned)POLLIN : 0U) | (w->writers > 0 ? (unsigned)POLLOUT : 0U) |
+           (w->urgent > 0 ? (unsigned)POLLPRI : 0U);
+}
+
+static void count_waiter(struct fd_watch *w, short events, int delta)
+{
+    w->readers += (events & POLLIN) != 0 ? delta : 0;
+    w->writers += (events & POLLOUT) != 0 ? delta : 0;
+    w->urgent += (events & POLLPRI) != 0 ? delta : 0;
+}
+
+static void mark_dirty(struct uring_state *st, struct fd_watch *w)
+{
+    if (st__list_empty(&w->dirty)) {
+        st__list_insert_tail(&st->dirty, &w->dirty);
+    }
+}
+
+static uint64_t udata(const struct fd_watch *w)
+{
+    return (uint64_t)(uint32_t)w->fd << 32 | w->gen;
+}
+
+/* Room for `need` SQEs, submitting what is queued if the ring is full. */
+static bool sq_room(struct uring_state *st, unsigned need)
+{
+    if (io_uring_sq_space_left(&st->ring) >= need) {
+        return true;
+    }
+    (void)lib.submit(&st->ring);
+    return io_uring_sq_space_left(&st->ring) >= need;
+}
+
+/*
+ * Bring the kernel's request for `w` in line with its waiters: remove it if
+ * nobody waits or it lacks events somebody waits for, arm one for what is
+ * wanted. A request for more than is wanted is left to fire. false: no room
+ * in the ring, nothing was changed.
+ */
+static bool sync_watch(struct uring_state *st, struct fd_watch *w)
+{
+    unsigned want = wanted_events(w);
+    bool remove = w->armed != 0 && (want == 0 || (want & ~w->armed) != 0);
+    bool arm = want != 0 && (w->armed == 0 || remove);
+    if (!sq_room(st, (remove ? 1U : 0U) + (arm ? 1U : 0U))) {
+        return false;
+    }
+    if (remove) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+        io_uring_prep_poll_remove(sqe, udata(w));
+        io_uring_sqe_set_data64(sqe, UDATA_IGNORED);
+        w->armed = 0;
+    }
+    if (arm) {
+        w->gen++;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+        io_uring_prep_poll_add(sqe, w->fd, want);
+        io_uring_sqe_set_data64(sqe, udata(w));
+        w->armed = want;
+    }
+    return true;
+}
+
+/* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
+static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
+{
+    for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
+        struct st__pollq_fd *node = st__pollq_fd_from_link(l);
+        short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP | POLLNVAL));
+        if (revents == 0) {
+            continue;
+        }
+        node->pd->revents = (short)(node->pd->revents | revents);
+        if (!node->pq->ready) {
+            node->pq->ready = true;
+            node->pq->next_ready = *ready;
+            *ready = node->pq;
+        }
+    }
+}
+
+/* One completion: if it is the fd's current request, hand its events out. */
+static void complete(struct uring_state *st, uint64_t data, int res, struct st__pollq **ready)
+{
+    if (data == UDATA_IGNORED) {
+        return; /* a POLL_REMOVE, or liburing's own timeout on old kernels */
+    }
+    int fd = (int)(uint32_t)(data >> 32);
+    if (!have_watch(st, fd)) {
+        return;
+    }
+    struct fd_watch *w = watch_of(st, fd);
+    if (w->armed == 0 || w->gen != (uint32_t)data) {
+        return; /* removed or replaced since: stale */
+    }
+    w->armed = 0;
+    if (res == -ECANCELED) {
+        /* Not our removal (that would have changed the state): arm again. */
+        mark_dirty(st, w);
+        return;
+    }
+    short fired = POLLERR;
+    if (res >= 0) {
+        fired = (short)res;
+    } else if (res == -EBADF) {
+        fired = POLLNVAL; /* closed before the poll reached the kernel, as poll(2) says */
+    }
+    collect(w, fired, ready);
+    /* Waiters for what did not fire need a new request. */
+    mark_dirty(st, w);
+}
+
+static void reap(struct uring_state *st, struct st__pollq **ready)
+{
+    for (;;) {
+        unsigned n = lib.peek_batch_cqe(&st->ring, st->cqes, CQE_BATCH);
+        if (n == 0) {
+            return;
+        }
+        for (unsigned i = 0; i < n; i++) {
+            complete(st, io_uring_cqe_get_data64(st->cqes[i]), st->cqes[i]->res, ready);
+        }
+        io_uring_cq_advance(&st->ring, n);
+    }
+}
+
+/* Queue the requests of every dirty watch. false: some are left for later. */
+static bool flush_dirty(struct uring_state *st, struct st__pollq **ready)
+{
+    bool reaped = false;
+    struct st__list *l;
+    while ((l = st__list_first(&st->dirty)) != NULL) {
+        struct fd_watch *w = ST__CONTAINER_OF(l, struct fd_watch, dirty);
+        if (!sync_watch(st, w)) {
+            if (reaped) {
+                return false;
+            }
+            /* The kernel refused more: make room in the completion queue once. */
+            reap(st, ready);
+            reaped = true;
+            continue;
+        }
+        st__list_remove(&w->dirty);
+    }
+    return true;
+}
+
+/* The last waiter of a descriptor that has a request in flight may have left. */
+static void leave(struct uring_state *st, struct fd_watch *w)
+{
+    if (w->armed == 0 || wanted_events(w) != 0) {
+        return; /* a request for more than is wanted is left to fire */
+    }
+    if (!sync_watch(st, w)) {
+        mark_dirty(st, w);
+        return;
+    }
+    if (w->owned) {
+        return; /* submitted with the next dispatch, or by fd_free */
+    }
+    if (st->in_dispatch) {
+        st->removals_queued = true;
+    } else {
+        (void)lib.submit(&st->ring);
+    }
+}
+
+static void uring_pollset_del(struct st__sched *sched, struct st__pollq *pq)
+{
+    struct uring_state *st = sched->backend_state;
+    for (int i = 0; i < pq->npds; i++) {
+        if (st__list_empty(&pq->fds[i].link)) {
+            continue; /* never added (a failed pollset_add rolling back) */
+        }
+        struct fd_watch *w = watch_of(st, pq->pds[i].fd);
+        st__list_remove(&pq->fds[i].link);
+        count_waiter(w, pq->pds[i].events, -1);
+        leave(st, w);
+    }
+}
+
+static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
+{
+    struct uring_state *st = sched->backend_state;
+    for (int i = 0; i < pq->npds; i++) {
+        int fd = pq->pds[i].fd;
+        if (ensure_capacity(st, fd) != 0) {
+            uring_pollset_del(sched, pq);
+            errno = ENOMEM;
+            return -1;
+        }
+        struct fd_watch *w = watch_of(st, fd);
+        count_waiter(w, pq->pds[i].events, +1);
+        st__list_insert_tail(&w->waiters, &pq->fds[i].link);
+        /* The request goes to the kernel with the next dispatch. */
+        if ((wanted_events(w) & ~w->armed) != 0) {
+            mark_dirty(st, w);
+        }
+    }
+    return 0;
+}
+
+static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
+{
+    struct uring_state *st = sched->backend_state;
+    struct st__pollq *ready = NULL;
+    if (!flush_dirty(st, &ready) && (timeout == ST_UTIME_NO_TIMEOUT || timeout > 1000)) {
+        timeout = 1000; /* requests still wait for room: come back soon */
+    }
+    if (ready != NULL) {
+        timeout = 0; /* completions are at hand: do not sleep */
+    }
+    struct __kernel_timespec ts = {0};
+    struct __kernel_timespec *tsp = NULL;
+    if (timeout != ST_UTIME_NO_TIMEOUT) {
+        ts.tv_sec = (long long)(timeout / 1000000);
+        ts.tv_nsec = (long long)(timeout % 1000000) * 1000;
+        tsp = &ts;
+    }
+    struct io_uring_cqe *cqe = NULL;
+    /* Submit and wait in one system call (one more on kernels before 5.11). */
+    (void)lib.submit_and_wait_timeout(&st->ring, &cqe, 1, tsp, NULL);
+    if (io_uring_sq_ready(&st->ring) > 0) {
+        (void)lib.submit(&st->ring); /* a batch cut short by a failing request */
+    }
+    reap(st, &ready);
+
+    /* Wake in the order the completions came (the list was built backwards). */
+    struct st__pollq *in_order = NULL;
+    while (ready != NULL) {
+        struct st__pollq *next = ready->next_ready;
+        ready->next_ready = in_order;
+        in_order = ready;
+        ready = next;
+    }
+    st->in_dispatch = true;
+    while (in_order != NULL) {
+        struct st__pollq *next = in_order->next_ready;
+        st__pollq_ready(sched, in_order);
+        in_order = next;
+    }
+    st->in_dispatch = false;
+    if (st->removals_queued) {
+        st->removals_queued = false;
+        (void)lib.submit(&st->ring);
+    }
+}
+
+static int uring_fd_new(struct st__sched *sched, int osfd)
+{
+    struct uring_state *st = sched->backend_state;
+    if (ensure_capacity(st, osfd) != 0) {
+        return -1;
+    }
+    watch_of(st, osfd)->owned = true;
+    return 0;
+}
+
+static void uring_fd_free(struct st__sched *sched, int osfd)
+{
+    struct uring_state *st = sched->backend_state;
+    if (!have_watch(st, osfd)) {
+        return;
+    }
+    struct fd_watch *w = watch_of(st, osfd);
+    w->owned = false;
+    leave(st, w);
+    /* Queued removals reach the kernel now: the descriptor may be closed next. */
+    if (io_uring_sq_ready(&st->ring) > 0) {
+        (void)lib.submit(&st->ring);
+    }
+}
+
+static int uring_fd_close(struct st__sched *sched, int osfd)
+{
+    const struct uring_state *st = sched->backend_state;
+    if (have_watch(st, osfd) && !st__list_empty(&watch_of(st, osfd)->waiters)) {
+        errno = EBUSY;
+        return -1;
+    }
+    return 0;
+}
+
+const struct st__backend_ops st__backend_uring = {
+    .name = "io_uring",
+    .id = ST_EVENTSYS_IO_URING,
+    .supported = uring_supported,
+    .init = uring_init,
+    .fini = uring_fini,
+    .dispatch = uring_dispatch,
+    .pollset_add = uring_pollset_add,
+    .pollset_del = uring_pollset_del,
+    .fd_new = uring_fd_new,
+    .fd_close = uring_fd_close,
+    .fd_free = uring_fd_free,
+    .fd_limit = 0,
+};

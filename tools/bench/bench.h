@@ -1,0 +1,142 @@
+/*
+ * The benchmark suite: shared helpers and the entry point of every group.
+ *
+ * Every figure is printed as one machine-readable line on stdout,
+ *
+ *   RESULT <key> <value> <unit> <base-key|-> <description...>
+ *
+ * where <base-key> names the figure this one is compared with (the raw
+ * switch, or the epoll server at the same connection count). Remarks that
+ * belong under the table (a bound that was hit, a utilisation) are printed
+ * as `NOTE <text>`. Progress goes to stderr. tools/bench/run.sh collects the
+ * lines of every group and prints one table.
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* How much work a group does: the full run, or a quick check that it works. */
+struct bench_scale {
+    bool smoke;     /* tiny counts, for the test suite */
+    int reps;       /* timed repetitions; the median is reported */
+    long exact;     /* > 0: exactly this many iterations, once, no warm-up (callgrind) */
+    const char *only; /* micro: run only this figure (raw, min, cond, yield, cache, free) */
+};
+
+/* ---- util.c ---------------------------------------------------------------------- */
+
+/* Monotonic clock in seconds. */
+double bench_now(void);
+
+/*
+ * CPU time of the calling thread in seconds (user and system). The
+ * micro-benchmarks are single-threaded and never idle, so on a quiet machine
+ * this equals the elapsed time; on a busy one it leaves out the time the
+ * benchmark was preempted.
+ */
+double bench_cpu_now(void);
+
+/* Median of `n` values (reorders them). */
+double bench_median(double *values, int n);
+
+/* Resident set and page-table size of this process in KiB (VmRSS, VmPTE), or -1. */
+long bench_vm_kib(const char *field);
+
+/* Number of mappings of this process (lines of /proc/self/maps), or -1. */
+long bench_map_count(void);
+
+/* A sysctl-style integer from /proc/sys, or -1. */
+long bench_proc_long(const char *path);
+
+/* CPU time a process has used, in nanoseconds (schedstat, else stat ticks), or -1. */
+long long bench_cpu_ns(pid_t pid);
+
+/* CPU time the whole machine has spent busy (all CPUs, /proc/stat, incl. steal), in ns, or -1. */
+long long bench_machine_busy_ns(void);
+
+/*
+ * How much CPU the rest of the machine used while a group ran (a sign of a
+ * disturbed measurement): start with bench_other_start(), and
+ * bench_other_note() prints "<what>: everything else X% of a CPU".
+ */
+struct bench_other {
+    long long machine_ns;
+    long long self_ns;
+    double t;
+};
+void bench_other_start(struct bench_other *o);
+double bench_other_util(const struct bench_other *o);
+void bench_other_note(const struct bench_other *o, const char *what);
+
+/* The n-th CPU this process may run on, or -1 if there are not that many. */
+int bench_cpu(int n);
+
+/* Pin the calling process to one CPU (no-op for cpu < 0). */
+void bench_pin(int cpu);
+
+/* Raise the soft fd limit to the hard one; returns the new soft limit. */
+long bench_raise_fd_limit(void);
+
+/* Print one RESULT line (the description is printf-style). */
+void bench_result(const char *key, double value, const char *unit, const char *base,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Print one NOTE line. */
+void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse a non-negative decimal number; -1 if it is not one. */
+long bench_parse_long(const char *s);
+
+/* A small deterministic PRNG (xorshift64*), so runs repeat exactly. */
+unsigned long long bench_random(unsigned long long *state);
+
+/*
+ * Run `fn(arg)` in a child process and wait for it, so that every group
+ * starts from a fresh process (fresh st scheduler, clean RSS). Returns the
+ * child's exit status, or -1.
+ */
+int bench_in_child(int (*fn)(const void *arg), const void *arg);
+
+/* Whether this build puts guard pages below coroutine stacks. */
+bool bench_guard_pages(void);
+
+/* ---- the groups -------------------------------------------------------------------- */
+
+/* micro.c: raw switch, cond ping-pong, yield, create+join (cache and free). */
+int bench_micro(const struct bench_scale *scale);
+
+/* micro.c: the timeout-heap test with `sleepers` coroutines, `rounds` rounds. */
+int bench_heap(const struct bench_scale *scale, long sleepers, long rounds);
+
+/* memory.c: RSS per coroutine blocked in st_read (`sleep` false) or st_usleep. */
+int bench_memory(bool sleep, long count, long stack_kib);
+
+/*
+ * echo.c: the driver. For `rounds` rounds, for each server (the plain epoll
+ * loop, then st), fork the server, open the connections, warm up, measure
+ * `windows` windows; print the medians over all windows of all rounds.
+ */
+struct echo_params {
+    const char *servers;  /* "st", "epoll" or "both" */
+    long conns;
+    double warmup_s;
+    double window_s;
+    int windows;
+    int rounds;
+};
+int bench_echo(const struct echo_params *params);
+
+/* echo.c: a standalone server; prints `port <n>`. `once`: exit when the first connection ends. */
+int bench_serve(const char *server, long port, bool once);
+
+/*
+ * echo.c: a standalone client: `conns` connections, exactly `requests` round
+ * trips in all; with `gap_us`, each request is sent that long after the
+ * previous echo arrived (so that a slowed-down server is idle when it comes).
+ */
+int bench_client(long port, long conns, long requests, long gap_us);
+
+#endif /* BENCH_H */

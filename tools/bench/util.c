@@ -1,0 +1,315 @@
+/* Helpers shared by the benchmark groups: time, statistics, /proc, CPUs, output. */
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "st_config.h"
+
+double bench_now(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double bench_cpu_now(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a;
+    double y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *values, int n)
+{
+    if (n <= 0) {
+        return 0.0;
+    }
+    qsort(values, (size_t)n, sizeof *values, compare_double);
+    if (n % 2 == 1) {
+        return values[n / 2];
+    }
+    return (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
+
+long bench_vm_kib(const char *field)
+{
+    char line[256];
+    size_t len = strlen(field);
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, field, len) == 0 && line[len] == ':') {
+            kib = strtol(line + len + 1, NULL, 10);
+            break;
+        }
+    }
+    (void)fclose(f);
+    return kib;
+}
+
+long bench_map_count(void)
+{
+    char buf[65536];
+    long lines = 0;
+    size_t n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) {
+        return -1;
+    }
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            lines += buf[i] == '\n';
+        }
+    }
+    (void)fclose(f);
+    return lines;
+}
+
+/* The first line of a small file, or -1. */
+static int read_line(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    int ok = fgets(buf, (int)size, f) != NULL;
+    (void)fclose(f);
+    return ok ? 0 : -1;
+}
+
+long bench_proc_long(const char *path)
+{
+    char line[64];
+    char *end = NULL;
+    if (read_line(path, line, sizeof line) != 0) {
+        return -1;
+    }
+    long value = strtol(line, &end, 10);
+    return end == line ? -1 : value;
+}
+
+/* utime + stime from /proc/<pid>/stat, in ns; the fallback when schedstat is missing. */
+static long long stat_cpu_ns(pid_t pid)
+{
+    char path[64];
+    char line[1024];
+    (void)snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if (read_line(path, line, sizeof line) != 0) {
+        return -1;
+    }
+    /* Fields after the command name, which may hold spaces: state is field 3, utime 14. */
+    char *p = strrchr(line, ')');
+    unsigned long long ticks = 0;
+    for (int field = 3; p != NULL && field <= 15; field++) {
+        p = strchr(p + 1, ' ');
+        if (p != NULL && field >= 14) {
+            ticks += strtoull(p + 1, NULL, 10);
+        }
+    }
+    if (p == NULL) {
+        return -1;
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    return (long long)(ticks * (1000000000ULL / (unsigned long long)(hz > 0 ? hz : 100)));
+}
+
+long long bench_cpu_ns(pid_t pid)
+{
+    char path[64];
+    char line[128];
+    char *end = NULL;
+    (void)snprintf(path, sizeof path, "/proc/%ld/schedstat", (long)pid);
+    if (read_line(path, line, sizeof line) == 0) {
+        unsigned long long ns = strtoull(line, &end, 10);
+        if (end != line) {
+            return (long long)ns;
+        }
+    }
+    return stat_cpu_ns(pid);
+}
+
+long long bench_machine_busy_ns(void)
+{
+    char line[256];
+    unsigned long long v[8] = {0};
+    if (read_line("/proc/stat", line, sizeof line) != 0 || strncmp(line, "cpu ", 4) != 0) {
+        return -1;
+    }
+    /* user nice system idle iowait irq softirq steal */
+    char *p = line + 4;
+    for (int i = 0; i < 8; i++) {
+        char *end = NULL;
+        v[i] = strtoull(p, &end, 10);
+        if (end == p) {
+            return -1;
+        }
+        p = end;
+    }
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    long hz = sysconf(_SC_CLK_TCK);
+    return (long long)(busy * (1000000000ULL / (unsigned long long)(hz > 0 ? hz : 100)));
+}
+
+void bench_other_start(struct bench_other *o)
+{
+    o->machine_ns = bench_machine_busy_ns();
+    o->self_ns = bench_cpu_ns(getpid());
+    o->t = bench_now();
+}
+
+double bench_other_util(const struct bench_other *o)
+{
+    double t = bench_now() - o->t;
+    double machine = (double)(bench_machine_busy_ns() - o->machine_ns);
+    double self = (double)(bench_cpu_ns(getpid()) - o->self_ns);
+    double other = t > 0 ? (machine - self) / (t * 1e9) : 0.0;
+    return other > 0 ? other : 0.0; /* /proc/stat counts in clock ticks */
+}
+
+void bench_other_note(const struct bench_other *o, const char *what)
+{
+    bench_note("%s: everything else %.0f%% of a CPU while it ran", what,
+               100 * bench_other_util(o));
+}
+
+int bench_cpu(int n)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        return -1;
+    }
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &set) && n-- == 0) {
+            return cpu;
+        }
+    }
+    return -1;
+}
+
+void bench_pin(int cpu)
+{
+    cpu_set_t set;
+    if (cpu < 0) {
+        return;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        perror("bench: sched_setaffinity");
+    }
+}
+
+long bench_raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return -1;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? 1L << 30 : (long)rl.rlim_cur;
+}
+
+void bench_result(const char *key, double value, const char *unit, const char *base,
+                  const char *fmt, ...)
+{
+    va_list ap;
+    printf("RESULT %s %.6g %s %s ", key, value, unit, base != NULL ? base : "-");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    (void)fflush(stdout);
+}
+
+void bench_note(const char *fmt, ...)
+{
+    va_list ap;
+    printf("NOTE ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    (void)fflush(stdout);
+}
+
+long bench_parse_long(const char *s)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 0) {
+        return -1;
+    }
+    return v;
+}
+
+unsigned long long bench_random(unsigned long long *state)
+{
+    unsigned long long x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+int bench_in_child(int (*fn)(const void *arg), const void *arg)
+{
+    int status = 0;
+    (void)fflush(stdout);
+    (void)fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("bench: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        int rc = fn(arg);
+        (void)fflush(stdout);
+        (void)fflush(stderr);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            perror("bench: waitpid");
+            return -1;
+        }
+    }
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "bench: child killed by signal %d\n", WTERMSIG(status));
+        return -1;
+    }
+    return WEXITSTATUS(status);
+}
+
+bool bench_guard_pages(void)
+{
+#if defined(ST__GUARD_PAGES) && !ST__GUARD_PAGES
+    return false;
+#else
+    return true;
+#endif
+}
