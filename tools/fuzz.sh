@@ -58,13 +58,18 @@ printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
 clang -fsanitize=fuzzer,address "$probe/probe.c" -o "$probe/probe" >"$probe/log" 2>&1 ||
     fail "clang cannot link libFuzzer (Debian: libclang-rt-14-dev): $(tail -n 3 "$probe/log")"
 
-# Configure once; reconfigure if the directory was made by something else.
-if [[ ! -f $build/build.ninja ]] || ! grep -q 'fsanitize=fuzzer-no-link' "$build/meson-info/intro-buildoptions.json" 2>/dev/null; then
+# Configure once. A directory this script did not make is never touched.
+if [[ -e $build && ! -f $build/.st-fuzz-build ]]; then
+    fail "$build exists and is not a build directory of tools/fuzz.sh"
+fi
+if [[ ! -f $build/build.ninja ]]; then
     rm -rf "$build"
+    mkdir -p "$build"
+    touch "$build/.st-fuzz-build"
     CC=clang meson setup "$build" --buildtype=debugoptimized -Dtests=disabled \
         -Db_sanitize=address,undefined -Db_lundef=false \
         -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all" \
-        >"$probe/setup.log" 2>&1 || { tail -n 20 "$probe/setup.log"; fail "meson setup failed"; }
+        >"$probe/setup.log" 2>&1 || { tail -n 20 "$probe/setup.log"; rm -f "$build/build.ninja"; fail "meson setup failed"; }
 fi
 meson compile -C "$build" fuzz_api fuzz_api_replay >"$probe/build.log" 2>&1 ||
     { tail -n 30 "$probe/build.log"; fail "building the harness failed"; }

@@ -324,7 +324,7 @@ if tool_build valgrind "$vg" -Dtests=enabled; then
     vg_rc=0
     meson test -C "$vg" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
         --timeout-multiplier 10 --wrapper "$vg_cmd" \
-        --suite unit --suite api --no-suite poll --no-suite select || vg_rc=$?
+        --suite unit --suite api --no-suite poll --no-suite select --no-suite io_uring --no-suite faults || vg_rc=$?
     count_tests valgrind "$vg/meson-logs/testlog-valgrind.json" "$vg_rc"
     vg_pass=0
     vg_fail=0

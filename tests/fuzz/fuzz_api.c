@@ -113,7 +113,11 @@ struct actor {
     bool lock_pending;     /* still waiting: neither handed the lock nor interrupted */
     unsigned long lock_seq;
     int cond_wait;         /* cond waited on, or -1 */
+    unsigned long cond_seq; /* when it started waiting on it */
+    bool cond_infinite;    /* waiting without a timeout */
+    bool signalled;        /* the model says a signal or broadcast woke it */
     unsigned io_mask;      /* netfds (by index) it is inside a call on */
+    short io_events[NFDS]; /* what it waits for on each of them */
     bool must_exit;
 };
 
@@ -131,6 +135,7 @@ static struct {
 
     struct actor actors[NACTORS];
     unsigned long lock_seq;
+    unsigned long cond_seq;
 
     st_cond_t conds[NCONDS];
     st_mutex_t mutexes[NMUTEXES];
@@ -267,9 +272,33 @@ static void advance(long long usecs)
     }
 }
 
+int __real_poll(struct pollfd *fds, nfds_t nfds, int timeout);
+
+/*
+ * The backend found nothing ready: then no coroutine may be waiting for
+ * something that is ready (a lost wake-up, or a registration that was lost).
+ * The scheduler only idles when every coroutine is blocked, so the model's
+ * I/O waiters are all really waiting.
+ */
+static void check_no_lost_wakeup(void)
+{
+    for (int a = 0; a < NACTORS; a++) {
+        const struct actor *x = &g.actors[a];
+        if (x->state != SLOT_ALIVE || (x->op != OP_IO && x->op != OP_POLL)) {
+            continue;
+        }
+        for (int i = 0; i < NFDS; i++) {
+            if ((x->io_mask & (1U << i)) == 0 || g.fds[i] == NULL || x->io_events[i] == 0) {
+                continue;
+            }
+            struct pollfd pd = {.fd = g.osfd[i], .events = x->io_events[i], .revents = 0};
+            CHECK(__real_poll(&pd, 1, 0) == 0);
+        }
+    }
+}
+
 int __real_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
 int __wrap_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
-int __real_poll(struct pollfd *fds, nfds_t nfds, int timeout);
 int __wrap_poll(struct pollfd *fds, nfds_t nfds, int timeout);
 int __real_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv);
 int __wrap_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv);
@@ -281,6 +310,7 @@ int __wrap_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int t
     }
     int n = __real_epoll_wait(epfd, events, maxevents, 0);
     if (n == 0) {
+        check_no_lost_wakeup();
         if (timeout < 0) {
             break_deadlock();
         } else {
@@ -297,6 +327,7 @@ int __wrap_poll(struct pollfd *fds, nfds_t nfds, int timeout)
     }
     int n = __real_poll(fds, nfds, 0);
     if (n == 0) {
+        check_no_lost_wakeup();
         if (timeout < 0) {
             break_deadlock();
         } else {
@@ -314,6 +345,7 @@ int __wrap_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
     struct timeval zero = {0, 0};
     int n = __real_select(nfds, r, w, e, &zero);
     if (n == 0) {
+        check_no_lost_wakeup();
         if (tv == NULL) {
             break_deadlock();
         } else {
@@ -544,23 +576,66 @@ static void op_cond_wait(int me)
     uint8_t b = next_byte();
     int c = b % NCONDS;
     st_utime_t timeout = small_timeout(b >> 1);
+    struct actor *a = &g.actors[me];
     begin_op(me, OP_COND);
-    g.actors[me].cond_wait = c;
+    a->cond_wait = c;
+    a->cond_seq = ++g.cond_seq;
+    a->cond_infinite = timeout == ST_UTIME_NO_TIMEOUT;
+    a->signalled = false;
     errno = 0;
     int rc = st_cond_timedwait(g.conds[c], timeout);
     int err = errno;
-    g.actors[me].cond_wait = -1;
+    bool during = a->hit_during_op;
+    a->cond_wait = -1;
     end_op(me);
     CHECK(rc == 0 || err == EINTR || (err == ETIME && timeout != ST_UTIME_NO_TIMEOUT));
+    if (a->signalled && !during) {
+        CHECK(rc == 0); /* a signal that reached it is not lost */
+    }
     expect_consumed(me, rc, err);
+}
+
+/*
+ * Which waiters a signal or broadcast wakes, as far as the model can tell:
+ * the oldest waiter still waiting (broadcast: every one). A waiter with a
+ * timeout may have timed out already, unseen: a signal that meets one tells
+ * nothing more.
+ */
+static void model_cond_wake(int c, bool all)
+{
+    unsigned long after = 0;
+    for (;;) {
+        int next = -1;
+        for (int i = 0; i < NACTORS; i++) {
+            const struct actor *x = &g.actors[i];
+            if (x->cond_wait == c && !x->signalled && !x->hit_during_op && x->cond_seq > after &&
+                (next == -1 || x->cond_seq < g.actors[next].cond_seq)) {
+                next = i;
+            }
+        }
+        if (next == -1) {
+            return;
+        }
+        after = g.actors[next].cond_seq;
+        if (g.actors[next].cond_infinite) {
+            g.actors[next].signalled = true;
+            if (!all) {
+                return;
+            }
+        } else if (!all) {
+            return;
+        }
+    }
 }
 
 static void op_cond_wake(int me)
 {
     (void)me;
     uint8_t b = next_byte();
-    st_cond_t c = g.conds[b % NCONDS];
-    CHECK(((b & 0x10) != 0 ? st_cond_broadcast(c) : st_cond_signal(c)) == 0);
+    int c = b % NCONDS;
+    bool all = (b & 0x10) != 0;
+    CHECK((all ? st_cond_broadcast(g.conds[c]) : st_cond_signal(g.conds[c])) == 0);
+    model_cond_wake(c, all);
 }
 
 static void op_cond_renew(int me)
@@ -781,6 +856,7 @@ static void op_write(int me)
     bool vector = (b & 0x80) != 0;
     begin_op(me, OP_IO);
     g.actors[me].io_mask |= fd != NULL ? 1U << i : 0U;
+    g.actors[me].io_events[i] = POLLOUT;
     errno = 0;
     int rc;
     size_t done;
@@ -805,6 +881,7 @@ static void op_write(int me)
     }
     int err = errno;
     g.actors[me].io_mask &= ~(1U << i);
+    g.actors[me].io_events[i] = 0;
     end_op(me);
     if (fd == NULL) {
         CHECK(rc == -1 && err == EBADF);
@@ -833,6 +910,7 @@ static void op_read(int me)
     uint8_t local[IOBUF];
     begin_op(me, OP_IO);
     g.actors[me].io_mask |= fd != NULL ? 1U << i : 0U;
+    g.actors[me].io_events[i] = POLLIN;
     errno = 0;
     ssize_t got;
     int kind = (b >> 6) & 3;
@@ -853,6 +931,7 @@ static void op_read(int me)
     }
     int err = errno;
     g.actors[me].io_mask &= ~(1U << i);
+    g.actors[me].io_events[i] = 0;
     end_op(me);
     if (fd == NULL) {
         CHECK(got == -1 && err == EBADF);
@@ -901,10 +980,16 @@ static void op_poll(int me)
     st_utime_t timeout = small_timeout(b);
     begin_op(me, OP_POLL);
     g.actors[me].io_mask |= mask;
+    for (int k = 0; k < npds; k++) {
+        g.actors[me].io_events[idx[k]] = pds[k].events;
+    }
     errno = 0;
     int n = st_poll(pds, npds, timeout);
     int err = errno;
     g.actors[me].io_mask &= ~mask;
+    for (int k = 0; k < npds; k++) {
+        g.actors[me].io_events[idx[k]] = 0;
+    }
     end_op(me);
     if (n < 0 && err == EBADF) {
         /* epoll refuses a closed descriptor outright. */

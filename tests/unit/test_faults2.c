@@ -998,7 +998,7 @@ static void *poll_one(void *arg)
 {
     struct poll_one *p = arg;
     struct pollfd pd = {.fd = p->fd, .events = POLLIN};
-    p->rc = st_poll(&pd, 1, 500000);
+    p->rc = st_poll(&pd, 1, 5000000);
     p->revents = pd.revents;
     return NULL;
 }
@@ -1136,7 +1136,13 @@ Test(faults2, accept_retries_eintr_and_reports_other_errors)
     expect_usable();
 }
 
-/* Real EMFILE: the descriptor limit is lowered under a burst of connections. */
+/*
+ * Real EMFILE: the descriptor limit is lowered under a burst of queued
+ * connections. The kernel leaves a connection it cannot give a descriptor
+ * for in the queue; valgrind, which checks new descriptors against its own
+ * copy of the limit, closes it instead, so under valgrind up to one
+ * connection per EMFILE is lost.
+ */
 #define EMFILE_CLIENTS 40
 #define EMFILE_ACCEPTORS 4
 
@@ -1146,7 +1152,7 @@ static struct {
     int naccepted;
     int emfile;
     int other_errors;
-    int done;
+    bool restored;
 } burst;
 
 static void *acceptor(void *arg)
@@ -1162,10 +1168,17 @@ static void *acceptor(void *arg)
         } else if (errno != ETIME) {
             burst.other_errors++;
             break;
+        } else if (burst.restored) {
+            break; /* the queue is empty */
         }
     }
-    burst.done++;
     return NULL;
+}
+
+static bool under_valgrind(void)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    return preload != NULL && strstr(preload, "vgpreload") != NULL;
 }
 
 Test(faults2, accept_emfile_under_load_keeps_the_listener_usable)
@@ -1174,15 +1187,13 @@ Test(faults2, accept_emfile_under_load_keeps_the_listener_usable)
     struct sockaddr_in sin;
     burst.listener = tcp_listener(&sin, EMFILE_CLIENTS);
     int clients[EMFILE_CLIENTS];
+    int highest = 0;
     for (int i = 0; i < EMFILE_CLIENTS; i++) {
         clients[i] = tcp_client(&sin); /* queued in the backlog */
+        highest = clients[i] > highest ? clients[i] : highest;
     }
     struct rlimit saved;
     cr_assert_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
-    int highest = 0;
-    for (int i = 0; i < EMFILE_CLIENTS; i++) {
-        highest = clients[i] > highest ? clients[i] : highest;
-    }
     /* Room for about ten more descriptors. */
     struct rlimit low = {.rlim_cur = (rlim_t)highest + 11, .rlim_max = saved.rlim_max};
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
@@ -1191,18 +1202,23 @@ Test(faults2, accept_emfile_under_load_keeps_the_listener_usable)
         t[i] = st_thread_create(acceptor, NULL, 1, 0);
         cr_assert_not_null(t[i]);
     }
-    while (burst.emfile == 0 && burst.done < EMFILE_ACCEPTORS) {
+    for (int i = 0; i < 2000 && burst.emfile < 8; i++) {
         cr_assert_eq(st_usleep(1000), 0);
     }
-    cr_expect_gt(burst.emfile, 0, "the limit was hit");
+    cr_expect_geq(burst.emfile, 8, "the limit was hit, and hit again by the retries");
     cr_expect_lt(burst.naccepted, EMFILE_CLIENTS);
-    /* Free the descriptors again: the acceptors take the rest of the queue. */
+    /* Descriptors are available again: the acceptors take the rest of the queue. */
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    burst.restored = true;
     for (int i = 0; i < EMFILE_ACCEPTORS; i++) {
         cr_assert_eq(st_thread_join(t[i], NULL), 0);
     }
     cr_expect_eq(burst.other_errors, 0);
-    cr_expect_eq(burst.naccepted, EMFILE_CLIENTS, "every queued connection was accepted");
+    if (under_valgrind()) {
+        cr_expect_geq(burst.naccepted + burst.emfile, EMFILE_CLIENTS);
+    } else {
+        cr_expect_eq(burst.naccepted, EMFILE_CLIENTS, "every queued connection was accepted");
+    }
     for (int i = 0; i < burst.naccepted; i++) {
         cr_expect_eq(st_netfd_close(burst.accepted[i]), 0);
     }

@@ -8,10 +8,10 @@
  *   micro      raw switch, cond ping-pong, yield, create+join cached and free
  *              [--reps N] [--only raw|min|cond|yield|cache|free] [--exact N]
  *   heap       the timeout-heap test [--sleepers N] [--rounds N] [--reps N]
- *   echo       loopback echo, st and plain epoll servers [--server st|epoll|both]
+ *   echo       loopback echo, st and plain epoll servers [--server st|st-io_uring|epoll|both|all]
  *              [--conns N[,N...]] [--repeat N] [--warmup S] [--window S] [--windows N]
  *   memory     RSS per idle coroutine --read|--sleep [--count N] [--stack KIB]
- *   serve      a standalone echo server --server st|epoll [--port P] [--once]
+ *   serve      a standalone echo server --server st|st-io_uring|epoll [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
  * Results are RESULT/NOTE lines on stdout (see bench.h); run.sh tabulates.
@@ -77,10 +77,10 @@ static void usage(void)
             "usage: st_bench [--smoke | all | COMMAND [options]]\n"
             "  micro  [--reps N] [--only raw|min|cond|yield|cache|free] [--exact N]\n"
             "  heap   [--sleepers N] [--rounds N] [--reps N]\n"
-            "  echo   [--server st|epoll|both] [--conns N[,N...]] [--repeat N] [--warmup S]"
+            "  echo   [--server st|st-io_uring|epoll|both|all] [--conns N[,N...]] [--repeat N] [--warmup S]"
             " [--window S] [--windows N]\n"
             "  memory --read|--sleep [--count N] [--stack KIB]\n"
-            "  serve  --server st|epoll [--port P] [--once]\n"
+            "  serve  --server st|st-io_uring|epoll [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n");
 }
 

@@ -59,7 +59,7 @@ build() {
             "$@" >/dev/null
     fi
     say "build $dir/tools/bench/st_bench"
-    ninja -C "$dir" tools/bench/st_bench >/dev/null
+    ninja -C "$dir" tools/bench/st_bench tools/examples/udp_batch >/dev/null
 }
 
 build "$BUILD"
@@ -130,6 +130,11 @@ else
     tee -a "$OUT" <"$TMP/heap" | sed 's/^/    /' >&2
 fi
 group "loopback echo, st and plain epoll" "$B" echo --conns 1,100,1000,10000
+# The io_uring backend (an extension); its ratios refer to the epoll loop above.
+group "loopback echo, st on io_uring" "$B" echo --server st-io_uring --conns 100,1000
+# Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
+group "UDP, 64-byte datagrams: st_sendmmsg vs st_sendto" \
+    "$BUILD/tools/examples/udp_batch" -n 200000 -b 32 -r 3
 
 if ((MEMORY)); then
     group "memory: readers, guard pages" "$B" memory --read --count 100000 --stack 16
