@@ -58,6 +58,7 @@ struct fd_watch {
     unsigned armed;  /* events of the poll request in flight; 0: none */
     uint32_t gen;    /* generation of that request */
     bool owned;      /* a netfd holds it: its removals may wait for the next dispatch */
+    bool unremoved;  /* request `gen` was disowned (armed = 0) before its removal was queued */
 };
 
 
@@ -79,7 +80,8 @@ struct liburing_api {
 
 static struct liburing_api lib;
 static bool lib_loaded;
-static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+/* Not pthread_once: a load that failed (dlopen short of memory...) is tried again next time. */
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Store dlsym's object pointer into a function pointer (POSIX guarantees it fits). */
 static bool bind_symbol(void *handle, const char *name, void *fn_slot, size_t fn_size)
@@ -107,6 +109,9 @@ static void load_liburing(void)
                       sizeof(lib.submit_and_wait_timeout)) &&
                  bind_symbol(h, "io_uring_peek_batch_cqe", &lib.peek_batch_cqe,
                       sizeof(lib.peek_batch_cqe));
+    if (!lib_loaded) {
+        (void)dlclose(h); /* unusable without every function; a retry opens it again */
+    }
 }
 
 /* Watches live in fixed chunks that never move (lists point into them). */
@@ -152,8 +157,13 @@ static int create_ring(struct io_uring *ring)
 /* Probed at selection: seccomp or io_uring_disabled say ENOSYS or EPERM here. */
 static bool uring_supported(void)
 {
-    (void)pthread_once(&lib_once, load_liburing);
+    (void)pthread_mutex_lock(&lib_lock);
     if (!lib_loaded) {
+        load_liburing();
+    }
+    bool loaded = lib_loaded;
+    (void)pthread_mutex_unlock(&lib_lock);
+    if (!loaded) {
         errno = ENOSYS; /* liburing.so.2 is not installed */
         return false;
     }
@@ -288,7 +298,7 @@ static bool sq_room(struct uring_state *st, unsigned need)
 static bool sync_watch(struct uring_state *st, struct fd_watch *w)
 {
     unsigned want = wanted_events(w);
-    bool remove = w->armed != 0 && (want == 0 || (want & ~w->armed) != 0);
+    bool remove = w->unremoved || (w->armed != 0 && (want == 0 || (want & ~w->armed) != 0));
     bool arm = want != 0 && (w->armed == 0 || remove);
     if (!sq_room(st, (remove ? 1U : 0U) + (arm ? 1U : 0U))) {
         return false;
@@ -298,6 +308,7 @@ static bool sync_watch(struct uring_state *st, struct fd_watch *w)
         io_uring_prep_poll_remove(sqe, udata(w));
         io_uring_sqe_set_data64(sqe, UDATA_IGNORED);
         w->armed = 0;
+        w->unremoved = false;
     }
     if (arm) {
         w->gen++;
@@ -400,6 +411,15 @@ static void leave(struct uring_state *st, struct fd_watch *w)
         return; /* a request for more than is wanted is left to fire */
     }
     if (!sync_watch(st, w)) {
+        /*
+         * No room for the removal (the ring is full and will not submit).
+         * Disown the request at once: the caller may close the descriptor
+         * and its number come back for another file, whose waiters must get
+         * a request of their own instead of counting on this one. Its
+         * completion is now stale; the removal goes with the next dispatch.
+         */
+        w->armed = 0;
+        w->unremoved = true;
         mark_dirty(st, w);
         return;
     }

@@ -28,7 +28,16 @@ int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
         return -1;
     }
     struct pollfd pd = {.fd = fd->osfd, .events = (short)how};
+    st__netfd_enter(fd);
     int n = st_poll(&pd, 1, timeout);
+    int err = errno;
+    bool freed = !fd->inuse; /* st_netfd_free() while we waited */
+    st__netfd_leave(st__sched_peek(), fd);
+    errno = err;
+    if (freed) {
+        errno = EBADF;
+        return -1;
+    }
     if (n < 0) {
         return -1;
     }
@@ -433,7 +442,11 @@ int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime
          * EINPROGRESS: the handshake goes on without us. After an
          * interrupted connect() the kernel may report the bound socket as
          * EADDRINUSE or EALREADY; that too means "wait for the outcome".
+         * EISCONN after an interruption means the handshake completed.
          */
+        if (interrupted && errno == EISCONN) {
+            return 0; /* the interrupted attempt finished the handshake */
+        }
         if (errno != EINPROGRESS && !(interrupted && (errno == EADDRINUSE || errno == EALREADY))) {
             return -1;
         }

@@ -38,9 +38,11 @@ struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
     }
     fd->osfd = osfd;
     fd->inuse = true;
+    fd->users = 0;
     fd->private_data = NULL;
     fd->destructor = NULL;
     fd->next = NULL;
+    st__list_insert_tail(&sched->netfds, &fd->live);
     return fd;
 }
 
@@ -52,6 +54,18 @@ st_netfd_t st_netfd_open(int osfd)
 st_netfd_t st_netfd_open_socket(int osfd)
 {
     return st__netfd_new(osfd, true);
+}
+
+/* Put a netfd nobody uses any more on the free list (or free it). */
+static void recycle(struct st__sched *sched, struct _st_netfd *fd)
+{
+    st__list_remove(&fd->live);
+    if (sched == NULL) {
+        free(fd);
+        return;
+    }
+    fd->next = sched->netfd_freelist;
+    sched->netfd_freelist = fd;
 }
 
 void st_netfd_free(st_netfd_t fd)
@@ -66,20 +80,29 @@ void st_netfd_free(st_netfd_t fd)
     fd->private_data = NULL;
     fd->destructor = NULL;
     struct st__sched *sched = st__sched_peek();
-    if (sched == NULL) {
-        free(fd);
-        return;
-    }
-    if (sched->initialized) {
+    if (sched != NULL && sched->initialized) {
         sched->backend->fd_free(sched, fd->osfd);
     }
-    fd->next = sched->netfd_freelist;
-    sched->netfd_freelist = fd;
+    if (fd->users == 0) {
+        recycle(sched, fd);
+    }
+    /* Otherwise the last coroutine to leave st_netfd_poll() recycles it. */
+}
+
+void st__netfd_leave(struct st__sched *sched, struct _st_netfd *fd)
+{
+    if (--fd->users == 0 && !fd->inuse) {
+        recycle(sched, fd);
+    }
 }
 
 int st_netfd_close(st_netfd_t fd)
 {
     if (!st__netfd_usable(fd)) {
+        return -1;
+    }
+    if (fd->users > 0) {
+        errno = EBUSY; /* a coroutine waits on it, or was woken and has not run yet */
         return -1;
     }
     struct st__sched *sched = st__sched_peek();
@@ -122,7 +145,7 @@ int st_netfd_serialize_accept(st_netfd_t fd)
     return st__netfd_usable(fd) ? 0 : -1;
 }
 
-void st__netfd_freelist_release(struct st__sched *sched)
+void st__netfd_release_all(struct st__sched *sched)
 {
     struct _st_netfd *fd = sched->netfd_freelist;
     while (fd != NULL) {
@@ -131,4 +154,16 @@ void st__netfd_freelist_release(struct st__sched *sched)
         fd = next;
     }
     sched->netfd_freelist = NULL;
+
+    struct st__list *link = sched->netfds.next;
+    while (link != &sched->netfds) {
+        struct _st_netfd *live = ST__CONTAINER_OF(link, struct _st_netfd, live);
+        link = link->next;
+        st__list_init(&live->live); /* the list head goes with the scheduler */
+        live->users = 0;            /* their coroutines are gone */
+        if (!live->inuse) {
+            free(live); /* freed while a coroutine was inside it: nobody holds it */
+        }
+    }
+    st__list_init(&sched->netfds);
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdbool.h>
 
+#include "list.h"
 #include "st.h"
 
 struct st__sched;
@@ -16,8 +17,16 @@ struct st__sched;
 struct _st_netfd {
     int osfd;
     bool inuse;
+    /*
+     * Coroutines inside st_netfd_poll() on it, woken or not. While any are,
+     * st_netfd_close() refuses (EBUSY) and a freed netfd is not recycled:
+     * a woken waiter that has not run yet must not find another
+     * connection's descriptor behind its handle.
+     */
+    unsigned users;
     void *private_data;
     void (*destructor)(void *value);
+    struct st__list live;   /* on the scheduler's list of allocated, unrecycled netfds */
     struct _st_netfd *next; /* on the free list */
 };
 
@@ -34,7 +43,19 @@ static inline bool st__netfd_usable(const struct _st_netfd *fd)
     return true;
 }
 
-/* Free every netfd on the scheduler's free list (st_destroy). */
-void st__netfd_freelist_release(struct st__sched *sched);
+/* A coroutine starts / stops waiting on `fd` (st_netfd_poll). */
+static inline void st__netfd_enter(struct _st_netfd *fd)
+{
+    fd->users++;
+}
+
+void st__netfd_leave(struct st__sched *sched, struct _st_netfd *fd);
+
+/*
+ * st_destroy: free the free list and the freed netfds that waited for their
+ * last user; the netfds still open stay valid handles (they may be closed
+ * or freed after st_destroy) and forget the coroutines that were inside them.
+ */
+void st__netfd_release_all(struct st__sched *sched);
 
 #endif /* ST__NETFD_H */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 
@@ -14,6 +15,9 @@
 #include "overflow.h"
 #include "sched.h"
 #include "st_config.h"
+
+/* Numbers every st_init() of the process (struct st__sched.generation). */
+static atomic_ulong generations;
 
 int st_set_eventsys(int eventsys)
 {
@@ -144,6 +148,17 @@ static void *idle_main(void *arg)
 
 static void release_threads(struct st__sched *sched)
 {
+    /*
+     * First take every coroutine off the wait queues of conds and mutexes:
+     * those objects belong to the application and outlive st_destroy, and
+     * their queues must not lead into the stacks unmapped below. (All
+     * unlinking comes before any unmapping: a neighbour on the same queue
+     * may be another coroutine's join condition.)
+     */
+    for (struct st__list *link = sched->threads.next; link != &sched->threads; link = link->next) {
+        struct _st_thread *thread = st__thread_from_all_links(link);
+        st__list_remove(&thread->wait_links);
+    }
     struct st__list *link = sched->threads.next;
     while (link != &sched->threads) {
         struct _st_thread *thread = st__thread_from_all_links(link);
@@ -209,6 +224,7 @@ int st_init(void)
     }
     idle->flags |= ST__FL_IDLE;
     sched->idle = idle;
+    sched->generation = atomic_fetch_add(&generations, 1) + 1;
     st__overflow_init(sched);
     sched->active_count = 1;
     sched->initialized = true;
@@ -235,7 +251,7 @@ void st_destroy(void)
     }
     st__stack_pool_fini(&sched->stacks);
     st__heap_fini(&sched->sleep_q);
-    st__netfd_freelist_release(sched);
+    st__netfd_release_all(sched);
     free(sched);
     st__sched_forget();
 }

@@ -27,6 +27,7 @@ struct st__sched {
     struct _st_thread *idle;
     struct _st_thread *primordial;
     bool initialized;
+    unsigned long generation; /* unique per st_init() in the process, never 0 */
 
     struct st__list run_q;    /* runnable coroutines, in the order they run */
     struct st__list io_q;     /* struct st__pollq of coroutines waiting for I/O */
@@ -50,6 +51,7 @@ struct st__sched {
 
     struct st__stack_pool stacks;
     struct _st_netfd *netfd_freelist;
+    struct st__list netfds;           /* netfds handed out and not yet on the free list */
 
     int key_count;
     void (*key_destructors[ST__KEYS_MAX])(void *value);

@@ -90,6 +90,18 @@ void st__stack_unmap(struct st__stack *stack)
     VALGRIND_STACK_DEREGISTER(stack->valgrind_id);
     stack->valgrind_id = 0;
 #endif
+#ifdef ST__ASAN
+    /*
+     * st_destroy unmaps the stacks of coroutines that never finished: stop
+     * scanning them, and clear the redzone poison of their last frames, or a
+     * later mapping at this address would inherit it.
+     */
+    if (stack->lsan_root) {
+        __lsan_unregister_root_region(stack->bottom, (size_t)(stack->top - stack->bottom));
+        stack->lsan_root = false;
+    }
+    ASAN_UNPOISON_MEMORY_REGION(base, size);
+#endif
     if (stack->in_slab) {
         /* Everything below the page that holds the descriptor. */
         size_t keep = (size_t)((char *)stack - base) & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
@@ -178,6 +190,7 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
     stack->size = size;
     stack->top = (char *)stack - (pool->randomize ? random_offset(pool) : 0);
     stack->in_slab = guard == 0;
+    stack->lsan_root = false;
     st__list_init(&stack->link);
     stack->valgrind_id = 0;
     return stack;
@@ -210,6 +223,7 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
     if (stack != NULL) {
         ASAN_UNPOISON_MEMORY_REGION(stack->bottom, (size_t)(stack->top - stack->bottom));
         __lsan_register_root_region(stack->bottom, (size_t)(stack->top - stack->bottom));
+        stack->lsan_root = true;
     }
 #endif
     return stack;
@@ -219,6 +233,7 @@ void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)
 {
 #ifdef ST__ASAN
     __lsan_unregister_root_region(stack->bottom, (size_t)(stack->top - stack->bottom));
+    stack->lsan_root = false;
 #endif
     if (pool->mode == ST__STACK_CACHE) {
         st__list_insert_head(&pool->cache, &stack->link);

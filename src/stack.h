@@ -42,6 +42,7 @@ struct st__stack {
     size_t size;          /* usable size that was asked for, page-rounded */
     unsigned valgrind_id; /* registration with valgrind, when built with it */
     bool in_slab;         /* carved from a slab: never unmapped alone */
+    bool lsan_root;       /* registered as a LeakSanitizer root region (ASan builds) */
 };
 
 /* A mapping that holds many guard-less stacks (see above). */

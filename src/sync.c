@@ -127,6 +127,23 @@ int st_cond_broadcast(st_cond_t cvar)
     return cond_wake(cvar, true);
 }
 
+/* The coroutine that holds `lock`, or NULL (see owner_generation). */
+static struct _st_thread *owner_of(const struct _st_mutex *lock, const struct st__sched *sched)
+{
+    if (lock->owner == NULL || sched == NULL || !sched->initialized ||
+        lock->owner_generation != sched->generation) {
+        return NULL;
+    }
+    return lock->owner;
+}
+
+static void set_owner(struct _st_mutex *lock, struct _st_thread *owner,
+                      const struct st__sched *sched)
+{
+    lock->owner = owner;
+    lock->owner_generation = sched->generation;
+}
+
 st_mutex_t st_mutex_new(void)
 {
     struct _st_mutex *lock = malloc(sizeof(*lock));
@@ -135,6 +152,7 @@ st_mutex_t st_mutex_new(void)
         return NULL;
     }
     lock->owner = NULL;
+    lock->owner_generation = 0;
     st__list_init(&lock->wait_q);
     return lock;
 }
@@ -145,7 +163,7 @@ int st_mutex_destroy(st_mutex_t lock)
         errno = EINVAL;
         return -1;
     }
-    if (lock->owner != NULL || !st__list_empty(&lock->wait_q)) {
+    if (owner_of(lock, st__sched_peek()) != NULL || !st__list_empty(&lock->wait_q)) {
         errno = EBUSY;
         return -1;
     }
@@ -167,11 +185,12 @@ int st_mutex_lock(st_mutex_t lock)
     if (take_interrupt(me)) {
         return -1;
     }
-    if (lock->owner == NULL) {
-        lock->owner = me;
+    struct _st_thread *owner = owner_of(lock, sched);
+    if (owner == NULL) {
+        set_owner(lock, me, sched);
         return 0;
     }
-    if (lock->owner == me) {
+    if (owner == me) {
         errno = EDEADLK;
         return -1;
     }
@@ -197,7 +216,7 @@ int st_mutex_unlock(st_mutex_t lock)
         return -1;
     }
     struct st__sched *sched = st__sched_peek();
-    if (sched == NULL || lock->owner != sched->current) {
+    if (sched == NULL || owner_of(lock, sched) != sched->current) {
         errno = EPERM;
         return -1;
     }
@@ -205,7 +224,7 @@ int st_mutex_unlock(st_mutex_t lock)
         struct _st_thread *thread = st__thread_from_wait_links(link);
         if (thread->state == ST__LOCK_WAIT) {
             /* Direct hand-off: nobody can take the lock before the waiter runs. */
-            lock->owner = thread;
+            set_owner(lock, thread, sched);
             st__sched_make_runnable(sched, thread);
             return 0;
         }
@@ -224,10 +243,10 @@ int st_mutex_trylock(st_mutex_t lock)
         errno = EINVAL;
         return -1;
     }
-    if (lock->owner != NULL) {
+    if (owner_of(lock, sched) != NULL) {
         errno = EBUSY;
         return -1;
     }
-    lock->owner = sched->current;
+    set_owner(lock, sched->current, sched);
     return 0;
 }

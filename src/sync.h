@@ -12,6 +12,12 @@ struct _st_cond {
 
 struct _st_mutex {
     struct _st_thread *owner; /* NULL when unlocked */
+    /*
+     * The scheduler generation (st__sched.generation) the owner belongs to.
+     * A mutex outlives st_destroy(), its owner does not: an owner from an
+     * ended generation is no owner.
+     */
+    unsigned long owner_generation;
     struct st__list wait_q;   /* coroutines waiting to own it, oldest first */
 };
 

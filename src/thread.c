@@ -102,6 +102,12 @@ st_thread_t st_thread_self(void)
  */
 static void reap(struct st__sched *sched, struct _st_thread *thread)
 {
+    /*
+     * The object stays readable while its stack is cached, so a second
+     * join of the same handle fails (ESRCH) instead of releasing the stack
+     * twice; once the stack is reused the handle names the new coroutine.
+     */
+    thread->flags |= ST__FL_REAPED;
     st__list_remove(&thread->all_links);
     sched->thread_count--;
     if (thread->stack == NULL) {
@@ -149,6 +155,10 @@ int st_thread_join(st_thread_t thread, void **retvalp)
     }
     if (thread == NULL || thread->term == NULL) {
         errno = EINVAL;
+        return -1;
+    }
+    if ((thread->flags & ST__FL_REAPED) != 0) {
+        errno = ESRCH; /* joined already */
         return -1;
     }
     if (thread == sched->current) {

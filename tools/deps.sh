@@ -11,7 +11,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc meson ninja-build pkg-config python3 liburing-dev)
-test_pkgs=(g++ libcriterion-dev lcov gcovr clang clang-tidy binutils valgrind gdb curl wrk)
+test_pkgs=(g++ libcriterion-dev lcov gcovr clang libclang-rt-14-dev clang-tidy binutils valgrind gdb curl wrk)
 # tools/cross/run.sh: one gcc per foreign CPU, its C library (only a
 # Recommends of the compiler, so never installed by --no-install-recommends
 # alone), and qemu-user to run the results.

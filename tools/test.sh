@@ -324,7 +324,7 @@ if tool_build valgrind "$vg" -Dtests=enabled; then
     vg_rc=0
     meson test -C "$vg" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
         --timeout-multiplier 10 --wrapper "$vg_cmd" \
-        --suite unit --suite api --no-suite poll --no-suite select --no-suite io_uring --no-suite faults || vg_rc=$?
+        --suite unit --suite api --no-suite poll --no-suite select --no-suite io_uring || vg_rc=$?
     count_tests valgrind "$vg/meson-logs/testlog-valgrind.json" "$vg_rc"
     vg_pass=0
     vg_fail=0
@@ -343,6 +343,18 @@ if tool_build valgrind "$vg" -Dtests=enabled; then
     done
     record valgrind-tools "$vg_pass" "$vg_fail" \
         "tools under memcheck, one check each${vg_bad:+; failed: ${vg_bad[*]}}"
+fi
+
+# ---------------------------------------------------------------------------
+# The API fuzzer (libFuzzer + ASan + UBSan, tests/fuzz) for a fixed budget,
+# from the corpus in the repository; any finding fails the step.
+step "fuzz: 120 s of tools/fuzz.sh"
+fuzz_log="$LOGS/fuzz.log"
+if bash tools/fuzz.sh -t 120 -o "$BUILD/fuzz" >"$fuzz_log" 2>&1; then
+    record fuzz 1 0 "$(grep -m1 '^fuzz: [0-9]* executions' "$fuzz_log")"
+else
+    tail -n 20 "$fuzz_log" || true
+    record fuzz 0 1 "tools/fuzz.sh failed (log: $fuzz_log)"
 fi
 
 # ---------------------------------------------------------------------------

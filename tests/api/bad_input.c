@@ -493,10 +493,264 @@ Test(bad_input, finished_coroutines_until_they_are_joined)
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, &token);
     /*
-     * The handle is now dead. Joining or interrupting it again is use after
-     * free, as in State Threads: the stack may already hold a new coroutine.
+     * The handle is now dead: joining it again is ESRCH while its stack is
+     * cached (joining_a_joined_coroutine_is_esrch); once a new coroutine
+     * reuses the stack, the handle names that one.
      */
     expect_usable();
+}
+
+static void *yield_then_return(void *arg)
+{
+    for (int i = 0; i < 3; i++) {
+        st_thread_yield();
+    }
+    return arg;
+}
+
+Test(bad_input, joining_a_joined_coroutine_is_esrch)
+{
+#ifndef ST_TEST_STACK_CACHE
+    cr_skip_test("stack_mode=free unmaps a joined coroutine's stack: its handle is gone for good");
+#else
+    int token;
+    int ta;
+    int tb;
+    void *ret = NULL;
+    st_thread_t t;
+    st_thread_t a;
+    st_thread_t b;
+
+    st_test_init();
+    t = st_thread_create(finish_at_once, &token, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_thread_join(t, &ret), 0);
+    cr_assert_eq(ret, &token);
+    ret = NULL;
+    ST_ASSERT_FAILS(st_thread_join(t, &ret), ESRCH);
+    cr_assert_null(ret, "a failed join stores nothing");
+    st_thread_interrupt(t); /* no effect */
+    /* The stack went back to the pool once: the next two coroutines each get their own. */
+    a = st_thread_create(yield_then_return, &ta, 1, 0);
+    b = st_thread_create(yield_then_return, &tb, 1, 0);
+    cr_assert(a != NULL && b != NULL);
+    cr_assert_neq(a, b);
+    cr_assert_eq(st_thread_join(a, &ret), 0);
+    cr_assert_eq(ret, &ta);
+    cr_assert_eq(st_thread_join(b, &ret), 0);
+    cr_assert_eq(ret, &tb);
+    expect_usable();
+#endif
+}
+
+/* ---- a woken waiter that has not run yet -------------------------------------------- */
+
+struct woken_reader {
+    st_netfd_t fd;
+    int ran;
+    ssize_t rc;
+    int err;
+    char buf[32];
+};
+
+static void *read_once(void *arg)
+{
+    struct woken_reader *r = arg;
+
+    r->rc = st_read(r->fd, r->buf, sizeof(r->buf) - 1, ST_UTIME_NO_TIMEOUT);
+    r->err = errno;
+    r->ran = 1;
+    return NULL;
+}
+
+/*
+ * Leave a reader blocked on a, make a readable and let the scheduler wake
+ * the reader: st_usleep(0) returns to the caller before the woken reader
+ * runs (the caller's deadline had passed first).
+ */
+static st_thread_t wake_reader_without_running_it(struct woken_reader *r, st_netfd_t b)
+{
+    st_thread_t t = st_thread_create(read_once, r, 1, 0);
+
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    cr_assert_eq(r->ran, 0);
+    cr_assert_eq(st_write(b, "for a", 5, 100000), 5);
+    cr_assert_eq(st_usleep(0), 0);
+    cr_assert_eq(r->ran, 0, "the woken reader ran before us: the case is not set up");
+    return t;
+}
+
+Test(bad_input, closing_a_netfd_whose_waiter_was_woken_is_ebusy)
+{
+    for (size_t i = 0; i < NBACKENDS; i++) {
+        struct woken_reader r = {0};
+        st_netfd_t b;
+        st_netfd_t c;
+        st_netfd_t d;
+        st_thread_t t;
+
+        init_backend(compiled_backends[i]);
+        st_test_socketpair(&r.fd, &b);
+        t = wake_reader_without_running_it(&r, b);
+        /* Closing now would let a new netfd recycle the handle under the reader. */
+        ST_ASSERT_FAILS(st_netfd_close(r.fd), EBUSY);
+        st_test_socketpair(&c, &d);
+        cr_assert(c != r.fd && d != r.fd);
+        cr_assert_eq(st_write(d, "for c", 5, 100000), 5);
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_assert_eq(r.rc, 5);
+        cr_assert_str_eq(r.buf, "for a");
+        /* Once the reader has left, the netfd closes. */
+        cr_assert_eq(st_netfd_close(r.fd), 0);
+        cr_assert_eq(st_netfd_close(b), 0);
+        cr_assert_eq(st_netfd_close(c), 0);
+        cr_assert_eq(st_netfd_close(d), 0);
+        expect_usable();
+        st_destroy();
+    }
+}
+
+Test(bad_input, freeing_a_netfd_under_its_waiters_fails_them_with_ebadf)
+{
+    for (size_t i = 0; i < NBACKENDS; i++) {
+        struct woken_reader woken = {0};
+        struct woken_reader waiting = {0};
+        st_netfd_t b;
+        st_netfd_t b2;
+        st_netfd_t c;
+        st_netfd_t d;
+        st_thread_t t;
+        st_thread_t t2;
+        int fd;
+        int fd2;
+        int before = open_fd_count();
+
+        init_backend(compiled_backends[i]);
+        /* Freed after its waiter was woken, before the waiter ran. */
+        st_test_socketpair(&woken.fd, &b);
+        fd = st_netfd_fileno(woken.fd);
+        t = wake_reader_without_running_it(&woken, b);
+        st_netfd_free(woken.fd);
+        /* A netfd made now must not be the freed one, which the reader still holds. */
+        st_test_socketpair(&c, &d);
+        cr_assert(c != woken.fd && d != woken.fd);
+        cr_assert_eq(st_write(d, "for c", 5, 100000), 5);
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_assert_eq(woken.rc, -1);
+        cr_assert_eq(woken.err, EBADF);
+
+        /* Freed while its waiter still waits: the waiter fails when it wakes. */
+        st_test_socketpair(&waiting.fd, &b2);
+        fd2 = st_netfd_fileno(waiting.fd);
+        t2 = st_thread_create(read_once, &waiting, 1, 0);
+        cr_assert_not_null(t2);
+        cr_assert_eq(st_usleep(1000), 0);
+        st_netfd_free(waiting.fd);
+        cr_assert_eq(st_write(b2, "x", 1, 100000), 1);
+        cr_assert_eq(st_thread_join(t2, NULL), 0);
+        cr_assert_eq(waiting.rc, -1);
+        cr_assert_eq(waiting.err, EBADF);
+
+        cr_assert_eq(close(fd), 0, "st_netfd_free leaves the descriptor open");
+        cr_assert_eq(close(fd2), 0);
+        cr_assert_eq(st_netfd_close(b), 0);
+        cr_assert_eq(st_netfd_close(b2), 0);
+        cr_assert_eq(st_netfd_close(c), 0);
+        cr_assert_eq(st_netfd_close(d), 0);
+        expect_usable();
+        st_destroy();
+        cr_assert_eq(open_fd_count(), before);
+    }
+}
+
+static void *wait_on(void *arg);
+
+static void *lock_and_sleep(void *arg)
+{
+    if (st_mutex_lock(arg) == 0) {
+        (void)st_usleep(ST_UTIME_NO_TIMEOUT);
+    }
+    return NULL;
+}
+
+static void *lock_once(void *arg)
+{
+    if (st_mutex_lock(arg) == 0) {
+        (void)st_mutex_unlock(arg);
+    }
+    return NULL;
+}
+
+static void *join_arg(void *arg)
+{
+    (void)st_thread_join(arg, NULL);
+    return NULL;
+}
+
+/*
+ * st_destroy() ends coroutines that wait on conds and mutexes, or hold
+ * mutexes: those objects belong to the application and stay usable.
+ */
+Test(bad_input, conds_and_mutexes_outlive_the_coroutines_st_destroy_ends)
+{
+    st_cond_t cv;
+    st_mutex_t held;
+    st_mutex_t free_m;
+    st_thread_t sleeper;
+    int round;
+
+    cv = st_cond_new();
+    held = st_mutex_new();
+    free_m = st_mutex_new();
+    cr_assert(cv != NULL && held != NULL && free_m != NULL);
+    for (round = 0; round < 3; round++) {
+        st_test_init();
+        cr_assert_not_null(st_thread_create(wait_on, cv, 0, 0));
+        cr_assert_not_null(st_thread_create(wait_on, cv, 1, 0));
+        cr_assert_not_null(st_thread_create(lock_and_sleep, held, 0, 0));
+        cr_assert_not_null(st_thread_create(lock_once, held, 0, 0));
+        sleeper = st_thread_create(lock_and_sleep, free_m, 1, 0);
+        cr_assert_not_null(sleeper);
+        cr_assert_not_null(st_thread_create(join_arg, sleeper, 0, 0));
+        cr_assert_eq(st_usleep(1000), 0);
+        ST_ASSERT_FAILS(st_cond_destroy(cv), EBUSY);
+        ST_ASSERT_FAILS(st_mutex_destroy(held), EBUSY);
+        ST_ASSERT_FAILS(st_mutex_trylock(held), EBUSY);
+        st_destroy();
+        /* No waiter left on the cond, no owner left on the mutexes. */
+        cr_assert_eq(st_cond_signal(cv), 0);
+        cr_assert_eq(st_cond_broadcast(cv), 0);
+        st_test_init();
+        cr_assert_eq(st_mutex_trylock(held), 0, "the owner st_destroy ended still holds it");
+        cr_assert_eq(st_mutex_unlock(held), 0);
+        cr_assert_eq(st_mutex_lock(free_m), 0);
+        cr_assert_eq(st_mutex_unlock(free_m), 0);
+        ST_ASSERT_FAILS(st_cond_timedwait(cv, 1000), ETIME);
+        expect_usable();
+        st_destroy();
+    }
+    cr_assert_eq(st_cond_destroy(cv), 0);
+    cr_assert_eq(st_mutex_destroy(held), 0);
+    cr_assert_eq(st_mutex_destroy(free_m), 0);
+}
+
+Test(bad_input, a_mutex_held_at_st_destroy_can_be_destroyed)
+{
+    st_mutex_t by_coroutine = st_mutex_new();
+    st_mutex_t by_primordial = st_mutex_new();
+
+    cr_assert(by_coroutine != NULL && by_primordial != NULL);
+    st_test_init();
+    cr_assert_not_null(st_thread_create(lock_and_sleep, by_coroutine, 0, 0));
+    cr_assert_eq(st_mutex_lock(by_primordial), 0);
+    cr_assert_eq(st_usleep(1000), 0);
+    ST_ASSERT_FAILS(st_mutex_destroy(by_coroutine), EBUSY);
+    ST_ASSERT_FAILS(st_mutex_destroy(by_primordial), EBUSY);
+    st_destroy();
+    /* Their owners are gone with the scheduler (no st_init since). */
+    cr_assert_eq(st_mutex_destroy(by_coroutine), 0);
+    cr_assert_eq(st_mutex_destroy(by_primordial), 0);
 }
 
 static int key_value_destroyed;

@@ -266,7 +266,14 @@ static inline int st_test_bound_socket(int type, unsigned short *port)
     int osfd = socket(AF_INET, type, 0);
 
     cr_assert_geq(osfd, 0, "socket: %s", strerror(errno));
-    setsockopt(osfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    /*
+     * Only for TCP (quick rebinding after TIME_WAIT). On UDP, SO_REUSEADDR
+     * lets the kernel hand an ephemeral port that another such socket holds
+     * to a new one, and datagrams sent to it reach only one of the two.
+     */
+    if (type == SOCK_STREAM) {
+        setsockopt(osfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    }
     st_test_loopback(&sin, 0);
     cr_assert_eq(bind(osfd, (struct sockaddr *)&sin, sizeof(sin)), 0, "bind: %s", strerror(errno));
     *port = st_test_local_port(osfd);

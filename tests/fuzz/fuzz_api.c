@@ -28,16 +28,10 @@
  * deadlock of the fuzzed program (a cond wait nobody signals): the harness
  * breaks it by interrupting every coroutine.
  *
- * munmap is wrapped too, under AddressSanitizer only: the library leaves
- * the shadow of a finished coroutine's last frames poisoned when it unmaps
- * the stack (st_destroy), so the next input's new stack mapped at that
- * address would be reported as stack-use-after-scope. The wrapper clears
- * the shadow of every region unmapped (see docs/reliability.md). For a
- * similar reason the library's LeakSanitizer root-region registrations are
- * wrapped into no-ops: st_destroy() leaves the idle coroutine's stack
- * registered, so every input would add a region that each later
- * registration and leak check walks. Between inputs, when libFuzzer checks
- * for leaks, no coroutine stack exists, so nothing is lost by not scanning.
+ * Each input ends with st_destroy(), which unmaps the stacks of the
+ * coroutines still alive (the idle one at least): the library clears their
+ * AddressSanitizer shadow and LeakSanitizer root regions itself, so that
+ * the next input's stacks, mapped at the same addresses, start clean.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -56,18 +50,6 @@
 #include <unistd.h>
 
 #include "st.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FUZZ_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(FUZZ_ASAN)
-#define FUZZ_ASAN 1
-#endif
-#ifdef FUZZ_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 
 #define NSLOTS 6
 #define NACTORS (NSLOTS + 1)
@@ -117,6 +99,7 @@ struct actor {
     bool cond_infinite;    /* waiting without a timeout */
     bool signalled;        /* the model says a signal or broadcast woke it */
     unsigned io_mask;      /* netfds (by index) it is inside a call on */
+    unsigned netfd_mask;   /* ...through a netfd I/O call (not a plain st_poll) */
     short io_events[NFDS]; /* what it waits for on each of them */
     bool must_exit;
 };
@@ -292,7 +275,11 @@ static void check_no_lost_wakeup(void)
                 continue;
             }
             struct pollfd pd = {.fd = g.osfd[i], .events = x->io_events[i], .revents = 0};
-            CHECK(__real_poll(&pd, 1, 0) == 0);
+            int ready;
+            do { /* libFuzzer's SIGALRM timer may interrupt it */
+                ready = __real_poll(&pd, 1, 0);
+            } while (ready < 0 && errno == EINTR);
+            CHECK(ready == 0);
         }
     }
 }
@@ -354,34 +341,6 @@ int __wrap_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
     }
     return n;
 }
-
-int __real_munmap(void *addr, size_t len);
-int __wrap_munmap(void *addr, size_t len);
-
-int __wrap_munmap(void *addr, size_t len)
-{
-#ifdef FUZZ_ASAN
-    ASAN_UNPOISON_MEMORY_REGION(addr, len);
-#endif
-    return __real_munmap(addr, len);
-}
-
-#ifdef FUZZ_ASAN
-void __wrap___lsan_register_root_region(const void *p, size_t size);
-void __wrap___lsan_unregister_root_region(const void *p, size_t size);
-
-void __wrap___lsan_register_root_region(const void *p, size_t size)
-{
-    (void)p;
-    (void)size;
-}
-
-void __wrap___lsan_unregister_root_region(const void *p, size_t size)
-{
-    (void)p;
-    (void)size;
-}
-#endif
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -464,9 +423,15 @@ static void close_end(int i)
         return;
     }
     bool busy = fd_in_use(i);
+    bool netfd_busy = false;
+    for (int a = 0; a < NACTORS; a++) {
+        netfd_busy = netfd_busy || (g.actors[a].netfd_mask & (1U << i)) != 0;
+    }
     int number = g.osfd[i];
     errno = 0;
     int rc = st_netfd_close(g.fds[i]);
+    /* Always EBUSY while a coroutine is inside an I/O call on it, woken or not. */
+    CHECK(!netfd_busy || (rc == -1 && errno == EBUSY));
     if (rc != 0) {
         CHECK(errno == EBUSY && busy); /* EBUSY only while someone waits on it */
         return;
@@ -856,6 +821,7 @@ static void op_write(int me)
     bool vector = (b & 0x80) != 0;
     begin_op(me, OP_IO);
     g.actors[me].io_mask |= fd != NULL ? 1U << i : 0U;
+    g.actors[me].netfd_mask |= fd != NULL ? 1U << i : 0U;
     g.actors[me].io_events[i] = POLLOUT;
     errno = 0;
     int rc;
@@ -881,6 +847,7 @@ static void op_write(int me)
     }
     int err = errno;
     g.actors[me].io_mask &= ~(1U << i);
+    g.actors[me].netfd_mask &= ~(1U << i);
     g.actors[me].io_events[i] = 0;
     end_op(me);
     if (fd == NULL) {
@@ -910,6 +877,7 @@ static void op_read(int me)
     uint8_t local[IOBUF];
     begin_op(me, OP_IO);
     g.actors[me].io_mask |= fd != NULL ? 1U << i : 0U;
+    g.actors[me].netfd_mask |= fd != NULL ? 1U << i : 0U;
     g.actors[me].io_events[i] = POLLIN;
     errno = 0;
     ssize_t got;
@@ -931,6 +899,7 @@ static void op_read(int me)
     }
     int err = errno;
     g.actors[me].io_mask &= ~(1U << i);
+    g.actors[me].netfd_mask &= ~(1U << i);
     g.actors[me].io_events[i] = 0;
     end_op(me);
     if (fd == NULL) {

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fault_checks.h"
 #include "st.h"
 
 enum wrapped { W_MALLOC, W_CALLOC, W_REALLOC, W_MMAP, W_MPROTECT, W_EPOLL_CREATE1, W_COUNT };
@@ -83,18 +84,6 @@ int __wrap_epoll_create1(int flags)
         return -1;
     }
     return __real_epoll_create1(flags);
-}
-
-static int open_fd_count(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    cr_assert_not_null(dir);
-    int count = 0;
-    while (readdir(dir) != NULL) {
-        count++;
-    }
-    closedir(dir);
-    return count;
 }
 
 static void *noop(void *arg)

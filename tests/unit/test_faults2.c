@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "heap.h"
+#include "fault_checks.h"
 #include "st.h"
 #include "stack.h"
 
@@ -81,20 +82,11 @@ enum fn {
 
 enum trip { PASS, FAIL_NOW, FAIL_AFTER };
 
-struct fault {
-    int nth;       /* > 0: the nth next call fails */
-    int times;     /* how many consecutive calls fail from there */
-    int err;
-    bool after;    /* let the call happen, then report the failure */
-    int op_filter; /* F_EPOLL_CTL: only this operation counts (-1: any) */
-    int calls;     /* calls seen since the last arm() */
-};
-
 static struct fault faults[F_COUNT];
 
 static void arm_times(enum fn f, int nth, int err, int times)
 {
-    faults[f] = (struct fault){.nth = nth, .times = times, .err = err, .op_filter = -1};
+    fault_arm(&faults[f], nth, err, times);
 }
 
 static void arm(enum fn f, int nth, int err)
@@ -110,25 +102,15 @@ static void arm_after(enum fn f, int nth, int err)
 
 static void disarm(enum fn f)
 {
-    faults[f].nth = 0;
-    faults[f].times = 0;
+    fault_disarm(&faults[f]);
 }
 
 static enum trip trip(enum fn f)
 {
-    struct fault *x = &faults[f];
-    x->calls++;
-    if (x->nth <= 0) {
+    if (!fault_trip(&faults[f])) {
         return PASS;
     }
-    if (x->nth > 1) {
-        x->nth--;
-        return PASS;
-    }
-    if (--x->times <= 0) {
-        x->nth = 0;
-    }
-    return x->after ? FAIL_AFTER : FAIL_NOW;
+    return faults[f].after ? FAIL_AFTER : FAIL_NOW;
 }
 
 /* ---- the wrappers ------------------------------------------------------------ */
@@ -420,18 +402,6 @@ int __wrap_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static int open_fd_count(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    cr_assert_not_null(dir);
-    int count = 0;
-    while (readdir(dir) != NULL) {
-        count++;
-    }
-    closedir(dir);
-    return count;
-}
-
 static void init_with(int eventsys)
 {
     if (eventsys >= 0) {
@@ -495,24 +465,6 @@ static void socketpair_netfds(st_netfd_t *a, st_netfd_t *b)
     *b = st_netfd_open_socket(sv[1]);
     cr_assert(*a != NULL && *b != NULL);
 }
-
-#define EXPECT_FAIL(expr, want)                                                                    \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        long long r_ = (long long)(expr);                                                          \
-        int e_ = errno;                                                                            \
-        cr_expect_eq(r_, -1, "%s returned %lld", #expr, r_);                                       \
-        cr_expect_eq(e_, (want), "%s: errno %d (%s), want %s", #expr, e_, strerror(e_), #want);    \
-    } while (0)
-
-#define EXPECT_FAIL_NULL(expr, want)                                                               \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        const void *p_ = (const void *)(expr);                                                     \
-        int e_ = errno;                                                                            \
-        cr_expect_null(p_, "%s returned non-NULL", #expr);                                         \
-        cr_expect_eq(e_, (want), "%s: errno %d (%s), want %s", #expr, e_, strerror(e_), #want);    \
-    } while (0)
 
 static const int all_backends[] = {ST_EVENTSYS_ALT, ST_EVENTSYS_POLL, ST_EVENTSYS_SELECT};
 
@@ -1268,6 +1220,42 @@ Test(faults2, connect_paths)
         cr_assert_not_null(a);
         cr_expect_eq(st_netfd_close(a), 0);
     }
+    cr_expect_eq(st_netfd_close(l), 0);
+    expect_usable();
+}
+
+/*
+ * A connect() that completed but reported EINTR (a signal at the very end):
+ * the retry says EISCONN, which is success. An AF_UNIX connect completes
+ * inside the call, so the retry is sure to see it.
+ */
+Test(faults2, connect_completed_under_an_interruption_succeeds)
+{
+    init_with(-1);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    (void)snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "st-faults2-%d", (int)getpid());
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                strlen(sun.sun_path + 1));
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(lfd, 0);
+    cr_assert_eq(bind(lfd, (struct sockaddr *)&sun, len), 0, "%s", strerror(errno));
+    cr_assert_eq(listen(lfd, 4), 0);
+    st_netfd_t l = st_netfd_open_socket(lfd);
+    cr_assert_not_null(l);
+
+    st_netfd_t c = st_netfd_open_socket(socket(AF_UNIX, SOCK_STREAM, 0));
+    cr_assert_not_null(c);
+    arm_after(F_CONNECT, 1, EINTR);
+    cr_expect_eq(st_connect(c, (struct sockaddr *)&sun, (int)len, 1000000), 0, "%s",
+                 strerror(errno));
+    cr_expect_eq(faults[F_CONNECT].calls, 2, "the retry is the second call");
+    st_netfd_t a = st_accept(l, NULL, NULL, 1000000);
+    cr_assert_not_null(a);
+    cr_expect_eq(st_write(c, "ok", 2, 1000000), 2);
+    char buf[2];
+    cr_expect_eq(st_read_fully(a, buf, 2, 1000000), 2);
+    cr_expect_eq(st_netfd_close(a), 0);
+    cr_expect_eq(st_netfd_close(c), 0);
     cr_expect_eq(st_netfd_close(l), 0);
     expect_usable();
 }

@@ -81,8 +81,17 @@ proxy_http_port=$port
 start proxy_echo "$proxy_bin" -l 0 -u "127.0.0.1:$echo_port" -t 30 -i 2
 proxy_echo_pid=$last_pid
 proxy_echo_port=$port
-# An upstream port with nothing behind it: bind one, note it, let it go.
-dead_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# An upstream port with nothing behind it: a socket that is bound but does
+# not listen refuses connections, and holds the port for the whole test (a
+# port that is let go may become the source port of one of the test's own
+# connections, and a connect from it to itself succeeds).
+start dead_port python3 -c '
+import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print("listening on 127.0.0.1:%d" % s.getsockname()[1], flush=True)
+time.sleep(3600)'
+dead_port=$port
 start proxy_dead "$proxy_bin" -l 0 -u "127.0.0.1:$dead_port" -t 30
 proxy_dead_pid=$last_pid
 proxy_dead_port=$port

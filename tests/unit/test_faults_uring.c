@@ -1,0 +1,1003 @@
+/*
+ * Failure paths of the io_uring backend (src/backend_uring.c); the table of
+ * sites and tests is in docs/reliability.md.
+ *
+ * The backend reaches liburing only through function pointers it gets from
+ * dlopen("liburing.so.2") and dlsym(). This executable is linked with
+ * -Wl,--wrap=dlopen,--wrap=dlsym,--wrap=dlclose (and the allocators), so
+ * the wrapped dlsym hands the backend shims instead of liburing's
+ * functions: each shim calls the real one until a test arms it to fail the
+ * n-th next call with a chosen errno, the way liburing reports it (-errno).
+ * The completion reader can also rewrite the result of the n-th poll
+ * completion, to play a POLL_ADD the kernel failed.
+ *
+ * Each test checks what the caller sees, that the scheduler is still usable
+ * (a coroutine is created and joined, a waiting read is woken by a write),
+ * and that /proc/self/fd holds what it held before; ASan and valgrind check
+ * memory. Where the kernel or sandbox refuses io_uring, every test skips
+ * and says why.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fault_checks.h"
+#include "st.h"
+#include "st_config.h"
+
+#if ST__HAVE_IO_URING
+#include <liburing.h>
+#endif
+
+/* ---- the fault switchboard ------------------------------------------------ */
+
+enum fn {
+    F_MALLOC,
+    F_CALLOC,
+    F_REALLOC,
+    F_DLOPEN,
+    F_DLSYM,
+    F_QUEUE_INIT,        /* the probe ring of st_set_eventsys */
+    F_QUEUE_INIT_PARAMS, /* the scheduler's ring, in st_init */
+    F_SUBMIT,
+    F_SUBMIT_AND_WAIT,
+    F_CQE_RES, /* the result of a poll completion, as read by the backend */
+    F_COUNT
+};
+
+static struct fault faults[F_COUNT];
+
+static void arm_times(enum fn f, int nth, int err, int times)
+{
+    fault_arm(&faults[f], nth, err, times);
+}
+
+static void arm(enum fn f, int nth, int err)
+{
+    arm_times(f, nth, err, 1);
+}
+
+static void disarm(enum fn f)
+{
+    fault_disarm(&faults[f]);
+}
+
+/* Did the armed failures all happen? */
+static bool fired(enum fn f)
+{
+    return faults[f].nth == 0;
+}
+
+/* true: this call fails. */
+static bool trip(enum fn f)
+{
+    return fault_trip(&faults[f]);
+}
+
+/* ---- libc wrappers ------------------------------------------------------------ */
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *ptr, size_t size);
+void *__real_dlopen(const char *file, int flags);
+void *__real_dlsym(void *handle, const char *name);
+int __real_dlclose(void *handle);
+
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *ptr, size_t size);
+void *__wrap_dlopen(const char *file, int flags);
+void *__wrap_dlsym(void *handle, const char *name);
+int __wrap_dlclose(void *handle);
+
+void *__wrap_malloc(size_t size)
+{
+    if (trip(F_MALLOC)) {
+        errno = faults[F_MALLOC].err;
+        return NULL;
+    }
+    return __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (trip(F_CALLOC)) {
+        errno = faults[F_CALLOC].err;
+        return NULL;
+    }
+    return __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *ptr, size_t size)
+{
+    if (trip(F_REALLOC)) {
+        errno = faults[F_REALLOC].err;
+        return NULL;
+    }
+    return __real_realloc(ptr, size);
+}
+
+static void *last_dlopen_handle;
+static void *last_dlclose_handle;
+static int dlclose_calls;
+
+void *__wrap_dlopen(const char *file, int flags)
+{
+    if (trip(F_DLOPEN)) {
+        return NULL; /* as a missing file or a failed mapping */
+    }
+    last_dlopen_handle = __real_dlopen(file, flags);
+    return last_dlopen_handle;
+}
+
+int __wrap_dlclose(void *handle)
+{
+    dlclose_calls++;
+    last_dlclose_handle = handle;
+    return __real_dlclose(handle);
+}
+
+#if !ST__HAVE_IO_URING
+
+void *__wrap_dlsym(void *handle, const char *name)
+{
+    return __real_dlsym(handle, name);
+}
+
+Test(faults_uring, io_uring_backend)
+{
+    cr_skip_test("st was built without liburing: there is no io_uring backend to inject faults into");
+}
+
+#else
+
+/* ---- liburing shims, handed out by the wrapped dlsym ---------------------------------- */
+
+static struct {
+    int (*queue_init)(unsigned entries, struct io_uring *ring, unsigned flags);
+    int (*queue_init_params)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
+    void (*queue_exit)(struct io_uring *ring);
+    int (*submit)(struct io_uring *ring);
+    int (*submit_and_wait_timeout)(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
+                                   unsigned wait_nr, struct __kernel_timespec *ts, sigset_t *sigmask);
+    unsigned (*peek_batch_cqe)(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count);
+} real_api;
+
+/* Rings made and torn down: every ring st made must be gone after a failure or st_destroy. */
+static int rings_made;
+static int rings_exited;
+
+/* What st_init asked io_uring_queue_init_params for, attempt by attempt. */
+struct ring_request {
+    unsigned entries;
+    unsigned flags;
+};
+static struct ring_request ring_requests[8];
+static int nring_requests;
+
+/* Symbols the backend looked up that no shim stands in for: each one escapes injection. */
+static int unshimmed_lookups;
+static const char *last_dlsym_name;
+
+static int shim_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
+{
+    if (trip(F_QUEUE_INIT)) {
+        return -faults[F_QUEUE_INIT].err;
+    }
+    int rc = real_api.queue_init(entries, ring, flags);
+    rings_made += rc == 0;
+    return rc;
+}
+
+static int shim_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
+{
+    if (nring_requests < (int)(sizeof(ring_requests) / sizeof(ring_requests[0]))) {
+        ring_requests[nring_requests++] = (struct ring_request){entries, p->flags};
+    }
+    if (trip(F_QUEUE_INIT_PARAMS)) {
+        return -faults[F_QUEUE_INIT_PARAMS].err;
+    }
+    int rc = real_api.queue_init_params(entries, ring, p);
+    rings_made += rc == 0;
+    return rc;
+}
+
+static void shim_queue_exit(struct io_uring *ring)
+{
+    rings_exited++;
+    real_api.queue_exit(ring);
+}
+
+static int shim_submit(struct io_uring *ring)
+{
+    if (trip(F_SUBMIT)) {
+        return -faults[F_SUBMIT].err; /* nothing submitted: the requests stay queued */
+    }
+    return real_api.submit(ring);
+}
+
+static int shim_submit_and_wait_timeout(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
+                                        unsigned wait_nr, struct __kernel_timespec *ts,
+                                        sigset_t *sigmask)
+{
+    if (trip(F_SUBMIT_AND_WAIT)) {
+        return -faults[F_SUBMIT_AND_WAIT].err;
+    }
+    return real_api.submit_and_wait_timeout(ring, cqe_ptr, wait_nr, ts, sigmask);
+}
+
+static unsigned shim_peek_batch_cqe(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count)
+{
+    unsigned n = real_api.peek_batch_cqe(ring, cqes, count);
+    for (unsigned i = 0; i < n; i++) {
+        /* LIBURING_UDATA_TIMEOUT is also what the backend gives its POLL_REMOVEs. */
+        if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT && trip(F_CQE_RES)) {
+            cqes[i]->res = -faults[F_CQE_RES].err;
+        }
+    }
+    return n;
+}
+
+/* dlsym returns object pointers; POSIX makes them hold function pointers, byte for byte. */
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers fit in void *");
+
+#define INTERPOSE(symbol, field, shim)                                                             \
+    if (strcmp(name, symbol) == 0) {                                                               \
+        memcpy((void *)&real_api.field, (const void *)&sym, sizeof(sym));                          \
+        __typeof__(real_api.field) shim_ = shim;                                                   \
+        memcpy((void *)&sym, (const void *)&shim_, sizeof(sym));                                   \
+        return sym;                                                                                \
+    }
+
+void *__wrap_dlsym(void *handle, const char *name)
+{
+    last_dlsym_name = name;
+    if (trip(F_DLSYM)) {
+        return NULL; /* an older liburing.so.2 without this function */
+    }
+    void *sym = __real_dlsym(handle, name);
+    if (sym == NULL) {
+        return NULL;
+    }
+    INTERPOSE("io_uring_queue_init", queue_init, shim_queue_init)
+    INTERPOSE("io_uring_queue_init_params", queue_init_params, shim_queue_init_params)
+    INTERPOSE("io_uring_queue_exit", queue_exit, shim_queue_exit)
+    INTERPOSE("io_uring_submit", submit, shim_submit)
+    INTERPOSE("io_uring_submit_and_wait_timeout", submit_and_wait_timeout,
+              shim_submit_and_wait_timeout)
+    INTERPOSE("io_uring_peek_batch_cqe", peek_batch_cqe, shim_peek_batch_cqe)
+    unshimmed_lookups++;
+    return sym;
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static void skip_without_uring(int err)
+{
+    if (err == ENOSYS || err == EPERM || err == EACCES) {
+        cr_skip_test("io_uring is refused here (%s): its failure paths cannot be exercised",
+                     strerror(err));
+    }
+    cr_assert_fail("io_uring selection failed with an unexpected errno: %s", strerror(err));
+}
+
+/* Once io_uring was seen to work in this test, a refusal is a failure, not a reason to skip. */
+static bool uring_works;
+
+/* Select io_uring for this pthread's scheduler, or skip the test with the reason. */
+static void select_uring(void)
+{
+    errno = 0;
+    if (st_set_eventsys(ST_EVENTSYS_IO_URING) != 0) {
+        int err = errno;
+        cr_assert_not(uring_works, "io_uring worked before, now: %s", strerror(err));
+        skip_without_uring(err);
+    }
+    uring_works = true;
+    cr_assert_eq(unshimmed_lookups, 0, "every liburing function goes through a shim");
+}
+
+/*
+ * Loading liburing is the first thing a test may fail, so the availability
+ * probe runs in a child: the test's own process still has liburing to load.
+ */
+static void skip_unless_uring_loads(void)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        _exit(st_set_eventsys(ST_EVENTSYS_IO_URING) == 0 ? 0 : errno & 0xff);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the probe child died");
+    if (WEXITSTATUS(status) != 0) {
+        skip_without_uring(WEXITSTATUS(status));
+    }
+    uring_works = true;
+}
+
+static void init_uring(void)
+{
+    select_uring();
+    cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
+}
+
+/* A scheduler whose ring holds 64 requests: st_init's first ring fails as if memory were short. */
+static void init_small_ring(void)
+{
+    select_uring();
+    nring_requests = 0;
+    arm(F_QUEUE_INIT_PARAMS, 1, ENOMEM);
+    cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
+    cr_assert_eq(nring_requests, 2);
+    cr_assert_lt(ring_requests[1].entries, ring_requests[0].entries, "a smaller ring was made");
+}
+
+static void *return_arg(void *arg)
+{
+    return arg;
+}
+
+/* A coroutine reading one message from a netfd. */
+struct reader {
+    st_netfd_t fd;
+    st_utime_t timeout;
+    ssize_t got;
+    int err;
+};
+
+static void *read_message(void *arg)
+{
+    struct reader *r = arg;
+    char buf[16];
+    errno = 0;
+    r->got = st_read(r->fd, buf, sizeof(buf), r->timeout);
+    r->err = errno;
+    return NULL;
+}
+
+static st_thread_t start_reader(struct reader *r, st_netfd_t fd, st_utime_t timeout)
+{
+    *r = (struct reader){.fd = fd, .timeout = timeout, .got = -2};
+    st_thread_t t = st_thread_create(read_message, r, 1, 0);
+    cr_assert_not_null(t, "st_thread_create: %s", strerror(errno));
+    return t;
+}
+
+static void expect_read(st_thread_t t, const struct reader *r, ssize_t want, const char *what)
+{
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect_eq(r->got, want, "%s: read returned %zd (%s)", what, r->got,
+                 r->got < 0 ? strerror(r->err) : "");
+}
+
+/* A coroutine in st_poll on one descriptor. */
+struct poller {
+    struct pollfd pd;
+    int rc;
+    int err;
+};
+
+static void *poll_once(void *arg)
+{
+    struct poller *p = arg;
+    errno = 0;
+    p->rc = st_poll(&p->pd, 1, 5000000);
+    p->err = errno;
+    return NULL;
+}
+
+/*
+ * Whatever failed before, the scheduler still works: a coroutine runs and is
+ * joined, and a read that must wait is woken by a write.
+ */
+static void expect_usable(void)
+{
+    int token = 0;
+    st_thread_t t = st_thread_create(return_arg, &token, 1, 0);
+    cr_assert_not_null(t, "scheduler cannot create coroutines: %s", strerror(errno));
+    void *rv = NULL;
+    cr_assert_eq(st_thread_join(t, &rv), 0);
+    cr_assert_eq(rv, &token);
+
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    st_netfd_t a = st_netfd_open_socket(sv[0]);
+    st_netfd_t b = st_netfd_open_socket(sv[1]);
+    cr_assert(a != NULL && b != NULL, "st_netfd_open_socket: %s", strerror(errno));
+    struct reader r;
+    t = start_reader(&r, a, 2000000);
+    cr_assert_eq(st_usleep(1000), 0); /* the reader waits in the backend */
+    cr_assert_eq(st_write(b, "ping", 4, 1000000), 4);
+    expect_read(t, &r, 4, "a waiting read is woken");
+    cr_assert_eq(st_netfd_close(a), 0, "no waiter left behind on the descriptor");
+    cr_assert_eq(st_netfd_close(b), 0);
+}
+
+/* A socketpair: `a` a netfd (the side read), `peer` a plain descriptor (the side written). */
+struct pair {
+    st_netfd_t a;
+    int peer;
+};
+
+static void open_pair(struct pair *p)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0, "socketpair: %s", strerror(errno));
+    p->a = st_netfd_open_socket(sv[0]);
+    cr_assert_not_null(p->a, "st_netfd_open_socket: %s", strerror(errno));
+    p->peer = sv[1];
+}
+
+static void close_pair(struct pair *p)
+{
+    cr_expect_eq(st_netfd_close(p->a), 0);
+    cr_expect_eq(close(p->peer), 0);
+}
+
+/* ---- loading liburing ------------------------------------------------------------- */
+
+Test(faults_uring, liburing_that_cannot_be_loaded_is_enosys_and_loading_is_retried)
+{
+    skip_unless_uring_loads();
+    int before = open_fd_count();
+    arm(F_DLOPEN, 1, 0);
+    EXPECT_FAIL(st_set_eventsys(ST_EVENTSYS_IO_URING), ENOSYS);
+    cr_assert(fired(F_DLOPEN));
+    cr_expect_eq(st_get_eventsys(), -1, "no event system was chosen");
+    /* A dlopen that failed for want of memory is not for ever: the next selection loads it. */
+    init_uring();
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+ParameterizedTestParameters(faults_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
+{
+    /* The backend looks up six functions: each lookup fails in turn. */
+    static int nth[] = {1, 2, 3, 4, 5, 6};
+    return cr_make_param_array(int, nth, sizeof(nth) / sizeof(nth[0]));
+}
+
+ParameterizedTest(const int *nth, faults_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
+{
+    skip_unless_uring_loads();
+    int before = open_fd_count();
+    arm(F_DLSYM, *nth, 0);
+    EXPECT_FAIL(st_set_eventsys(ST_EVENTSYS_IO_URING), ENOSYS);
+    cr_assert(fired(F_DLSYM), "lookup %d happened", *nth);
+    cr_expect_eq(faults[F_DLSYM].calls, *nth, "the lookups stop at the missing %s",
+                 last_dlsym_name);
+    cr_expect_eq(dlclose_calls, 1, "the library lacking %s is closed", last_dlsym_name);
+    cr_expect_eq(last_dlclose_handle, last_dlopen_handle);
+    cr_expect_eq(st_get_eventsys(), -1);
+    /* Another scheduler may load it later: the failure is not remembered. */
+    init_uring();
+    cr_expect_eq(dlclose_calls, 1, "the library that loaded is kept");
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+Test(faults_uring, a_refused_probe_ring_reports_the_kernels_errno)
+{
+    select_uring(); /* loads liburing; the probe ring is made by every selection */
+    st_destroy();
+    int before = open_fd_count();
+    /* seccomp filters say ENOSYS or EPERM, io_uring_disabled EPERM, RLIMIT_MEMLOCK ENOMEM. */
+    static const int errs[] = {ENOSYS, EPERM, ENOMEM, EMFILE};
+    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+        arm(F_QUEUE_INIT, 1, errs[i]);
+        errno = 0;
+        cr_expect_eq(st_set_eventsys(ST_EVENTSYS_IO_URING), -1);
+        cr_expect_eq(errno, errs[i], "errno %s, want %s", strerror(errno), strerror(errs[i]));
+        cr_assert(fired(F_QUEUE_INIT));
+        cr_expect_eq(st_get_eventsys(), -1, "no event system was chosen");
+        cr_expect_eq(open_fd_count(), before);
+    }
+    /* The refusal is not remembered either. */
+    init_uring();
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(rings_made, rings_exited, "every ring made was torn down");
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/* ---- st_init: the state and the ring ------------------------------------------------ */
+
+Test(faults_uring, ring_setup_falls_back_to_what_older_kernels_take)
+{
+    int before = open_fd_count();
+    struct {
+        int err;
+        int times;
+        int attempts;        /* io_uring_queue_init_params calls st_init makes */
+        unsigned last_flags; /* of the ring that was made */
+        bool smaller;        /* fewer entries than the first attempt asked for */
+    } const cases[] = {
+        /* before 5.18/5.19: no IORING_SETUP_SUBMIT_ALL, no IORING_SETUP_COOP_TASKRUN */
+        {EINVAL, 1, 2, IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP, false},
+        /* before 5.5: no IORING_SETUP_CQSIZE either */
+        {EINVAL, 2, 3, 0, false},
+        /* locked memory too short for 1024 entries (before 5.12) */
+        {ENOMEM, 1, 2, 0, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        select_uring();
+        nring_requests = 0;
+        arm_times(F_QUEUE_INIT_PARAMS, 1, cases[i].err, cases[i].times);
+        cr_assert_eq(st_init(), 0, "case %zu: st_init: %s", i, strerror(errno));
+        cr_assert(fired(F_QUEUE_INIT_PARAMS));
+        cr_expect_eq(nring_requests, cases[i].attempts, "case %zu", i);
+        cr_assert_gt(nring_requests, 1);
+        const struct ring_request *first = &ring_requests[0];
+        const struct ring_request *last = &ring_requests[nring_requests - 1];
+        cr_expect_neq(first->flags & IORING_SETUP_SUBMIT_ALL, 0, "the newest flags come first");
+        cr_expect_eq(last->flags, cases[i].last_flags, "case %zu: flags %#x", i, last->flags);
+        cr_expect_eq(last->entries < first->entries, cases[i].smaller, "case %zu: %u entries", i,
+                     last->entries);
+        expect_usable();
+        st_destroy();
+        cr_expect_eq(rings_made, rings_exited);
+        cr_expect_eq(open_fd_count(), before, "case %zu", i);
+    }
+}
+
+Test(faults_uring, ring_setup_failure_fails_init_with_its_errno)
+{
+    select_uring();
+    int before = open_fd_count();
+    struct {
+        int err;
+        int times;
+        int attempts;
+    } const cases[] = {
+        {EMFILE, 1, 1}, /* no descriptor for the ring: no retry */
+        {EPERM, 1, 1},  /* io_uring_disabled was set after the probe */
+        {EINVAL, 3, 3}, /* every set of flags refused */
+        {ENOMEM, 2, 2}, /* even the small ring */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        nring_requests = 0;
+        arm_times(F_QUEUE_INIT_PARAMS, 1, cases[i].err, cases[i].times);
+        errno = 0;
+        cr_expect_eq(st_init(), -1, "case %zu", i);
+        cr_expect_eq(errno, cases[i].err, "case %zu: errno %s", i, strerror(errno));
+        cr_assert(fired(F_QUEUE_INIT_PARAMS));
+        cr_expect_eq(nring_requests, cases[i].attempts, "case %zu", i);
+        cr_expect_eq(st_get_eventsys(), ST_EVENTSYS_IO_URING, "the choice stays");
+        cr_expect_eq(open_fd_count(), before, "case %zu", i);
+    }
+    cr_assert_eq(st_init(), 0, "st_init once the kernel agrees: %s", strerror(errno));
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(rings_made, rings_exited);
+    cr_expect_eq(open_fd_count(), before);
+}
+
+Test(faults_uring, init_fails_cleanly_at_every_allocation)
+{
+    select_uring();
+    st_destroy();
+    int before = open_fd_count();
+    static const enum fn allocators[] = {F_CALLOC, F_MALLOC, F_REALLOC};
+    bool failed_before_the_ring = false; /* the backend's state */
+    bool failed_after_the_ring = false;  /* the ring was made, then had to go */
+    for (size_t a = 0; a < sizeof(allocators) / sizeof(allocators[0]); a++) {
+        enum fn f = allocators[a];
+        select_uring();
+        for (int n = 1;; n++) {
+            cr_assert_lt(n, 1000, "st_init allocates without end");
+            int made = rings_made;
+            arm(f, n, ENOMEM);
+            errno = 0;
+            int rc = st_init();
+            int err = errno;
+            bool failed = fired(f);
+            disarm(f);
+            if (!failed) {
+                cr_assert_eq(rc, 0, "st_init without a fault: %s", strerror(err));
+                break;
+            }
+            if (rc == 0) {
+                /* A best-effort allocation (the overflow reporter's signal stack). */
+                st_destroy();
+                cr_expect_eq(rings_made, rings_exited);
+                select_uring();
+                continue;
+            }
+            cr_expect_eq(rc, -1, "allocation %d failed, st_init returned %d", n, rc);
+            cr_expect_eq(err, ENOMEM, "allocation %d: errno %s", n, strerror(err));
+            cr_expect_eq(rings_made, rings_exited, "allocation %d: the ring was torn down", n);
+            cr_expect_eq(open_fd_count(), before, "allocation %d", n);
+            failed_before_the_ring |= rings_made == made;
+            failed_after_the_ring |= rings_made > made;
+        }
+        expect_usable();
+        st_destroy();
+        cr_expect_eq(open_fd_count(), before);
+    }
+    cr_expect(failed_before_the_ring, "the state allocation was failed");
+    cr_expect(failed_after_the_ring, "an allocation after the ring was failed");
+}
+
+/* ---- the descriptor table ------------------------------------------------------------ */
+
+Test(faults_uring, table_growth_failure_fails_the_wait_and_netfd_creation)
+{
+    int before = open_fd_count();
+    init_uring();
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pollfd pd = {.fd = sv[0], .events = POLLIN};
+
+    /* The first descriptor needs the chunk table (realloc), then its chunk (calloc). */
+    arm(F_REALLOC, 1, ENOMEM);
+    EXPECT_FAIL(st_poll(&pd, 1, 0), ENOMEM);
+    cr_expect(fired(F_REALLOC));
+    arm(F_CALLOC, 1, ENOMEM);
+    EXPECT_FAIL(st_poll(&pd, 1, 0), ENOMEM);
+    cr_expect(fired(F_CALLOC));
+    arm(F_CALLOC, 1, ENOMEM);
+    EXPECT_FAIL_NULL(st_netfd_open_socket(sv[0]), ENOMEM);
+    cr_expect(fired(F_CALLOC));
+    cr_expect_neq(fcntl(sv[0], F_GETFD), -1, "the caller's descriptor stays open");
+    /* Past the first table's 4 chunks of 256 descriptors the table grows again. */
+    int high = fcntl(sv[0], F_DUPFD_CLOEXEC, 1100);
+    cr_assert_geq(high, 1100, "F_DUPFD: %s", strerror(errno));
+    arm(F_REALLOC, 1, ENOMEM);
+    EXPECT_FAIL_NULL(st_netfd_open_socket(high), ENOMEM);
+    cr_expect(fired(F_REALLOC));
+    cr_expect_neq(fcntl(high, F_GETFD), -1, "the caller's descriptor stays open");
+    cr_assert_eq(close(high), 0);
+
+    /* With memory back, the same descriptor waits and is woken. */
+    cr_expect_eq(st_poll(&pd, 1, 0), 0, "nothing to read yet");
+    cr_assert_eq(write(sv[1], "x", 1), 1);
+    cr_expect_eq(st_poll(&pd, 1, 1000000), 1);
+    cr_expect_eq(pd.revents, POLLIN);
+    cr_assert_eq(close(sv[0]), 0);
+    cr_assert_eq(close(sv[1]), 0);
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/* A wait on a low descriptor (chunk present) and a high one (table or chunk missing). */
+Test(faults_uring, growth_failure_rolls_back_the_pollfds_already_added)
+{
+    int before = open_fd_count();
+    init_uring();
+    struct pair p;
+    open_pair(&p);
+    struct {
+        enum fn f;
+        int min_fd; /* 256 fds a chunk, 4 chunks in the first table */
+    } const cases[] = {{F_CALLOC, 300}, {F_REALLOC, 1100}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int high = fcntl(p.peer, F_DUPFD_CLOEXEC, cases[i].min_fd);
+        cr_assert_geq(high, cases[i].min_fd, "F_DUPFD: %s", strerror(errno));
+        struct pollfd pds[2] = {{.fd = st_netfd_fileno(p.a), .events = POLLIN},
+                                {.fd = high, .events = POLLIN}};
+        arm(cases[i].f, 1, ENOMEM);
+        EXPECT_FAIL(st_poll(pds, 2, ST_UTIME_NO_TIMEOUT), ENOMEM);
+        cr_expect(fired(cases[i].f), "case %zu", i);
+        /* Nobody is left waiting on the low descriptor, and it still waits and wakes. */
+        struct reader r;
+        st_thread_t t = start_reader(&r, p.a, 2000000);
+        cr_assert_eq(st_usleep(1000), 0);
+        cr_assert_eq(write(p.peer, "ping", 4), 4);
+        expect_read(t, &r, 4, "the low descriptor after the rollback");
+        cr_assert_eq(close(high), 0);
+    }
+    close_pair(&p); /* st_netfd_close: EBUSY if a rolled-back waiter were left */
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/* ---- submission ----------------------------------------------------------------------- */
+
+Test(faults_uring, a_full_submission_queue_whose_submit_fails_loses_no_waiter)
+{
+    int before = open_fd_count();
+    init_small_ring();
+    enum { N = 100 }; /* more than the 64 requests the ring holds */
+    static const int errs[] = {EBUSY, EAGAIN};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        struct pair p[N];
+        struct reader r[N];
+        st_thread_t t[N];
+        for (int i = 0; i < N; i++) {
+            open_pair(&p[i]);
+            t[i] = start_reader(&r[i], p[i].a, 5000000);
+        }
+        /* The ring fills up and making room fails twice: the rest wait for the next dispatch. */
+        arm_times(F_SUBMIT, 1, errs[e], 2);
+        cr_assert_eq(st_usleep(1000), 0);
+        cr_expect(fired(F_SUBMIT), "the full ring's submits were refused");
+        for (int i = 0; i < N; i++) {
+            cr_assert_eq(write(p[i].peer, "ping", 4), 4);
+        }
+        for (int i = 0; i < N; i++) {
+            expect_read(t[i], &r[i], 4, "reader of a full ring");
+            close_pair(&p[i]);
+        }
+    }
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+Test(faults_uring, a_failed_submit_and_wait_loses_no_waiter)
+{
+    int before = open_fd_count();
+    init_uring();
+    struct pair p;
+    open_pair(&p);
+    /* Interrupted by a signal, CQ overflow (before 5.19), no memory for the requests. */
+    static const int errs[] = {EINTR, EBUSY, EAGAIN, ENOMEM};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        struct reader r;
+        st_thread_t t = start_reader(&r, p.a, 5000000);
+        /* The wait fails, and so does the retry of its submission: the request stays queued. */
+        arm(F_SUBMIT_AND_WAIT, 1, errs[e]);
+        arm(F_SUBMIT, 1, errs[e]);
+        cr_assert_eq(st_usleep(1000), 0);
+        cr_expect(fired(F_SUBMIT_AND_WAIT), "%s", strerror(errs[e]));
+        cr_expect(fired(F_SUBMIT), "%s", strerror(errs[e]));
+        cr_assert_eq(write(p.peer, "ping", 4), 4);
+        expect_read(t, &r, 4, strerror(errs[e]));
+    }
+    close_pair(&p);
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/*
+ * Readers leave (interrupted) while the ring is full and cannot be
+ * submitted: the last removal has no room. Their descriptors are closed and
+ * the numbers reused by new sockets, read from on both ends: every new
+ * reader is woken, none is left relying on the old request.
+ */
+Test(faults_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_of_the_fd)
+{
+    int before = open_fd_count();
+    init_small_ring();
+    enum { N = 65 }; /* one removal more than the 64-entry ring holds */
+    struct pair p[N];
+    struct reader r[N];
+    st_thread_t t[N];
+    int numbers[N];
+    for (int i = 0; i < N; i++) {
+        open_pair(&p[i]);
+        numbers[i] = st_netfd_fileno(p[i].a);
+        t[i] = start_reader(&r[i], p[i].a, ST_UTIME_NO_TIMEOUT);
+    }
+    cr_assert_eq(st_usleep(1000), 0); /* every reader's poll is in the kernel */
+
+    arm_times(F_SUBMIT, 1, EBUSY, INT_MAX);
+    for (int i = 0; i < N; i++) {
+        st_thread_interrupt(t[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        cr_expect_eq(r[i].got, -1);
+        cr_expect_eq(r[i].err, EINTR);
+        cr_expect_eq(st_netfd_close(p[i].a), 0, "reader %d left", i);
+    }
+    cr_expect_gt(faults[F_SUBMIT].calls, 0, "room for the removals was asked for and refused");
+    disarm(F_SUBMIT);
+
+    /* The peers stay open: the old sockets' polls must not fire on their own. */
+    struct {
+        st_netfd_t end[2];
+        struct reader r[2];
+        st_thread_t t[2];
+    } q[N];
+    bool reused[N] = {false};
+    for (int i = 0; i < N; i++) {
+        int sv[2];
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < N; j++) {
+                reused[j] |= sv[k] == numbers[j];
+            }
+            q[i].end[k] = st_netfd_open_socket(sv[k]);
+            cr_assert_not_null(q[i].end[k]);
+            q[i].t[k] = start_reader(&q[i].r[k], q[i].end[k], 3000000);
+        }
+    }
+    for (int j = 0; j < N; j++) {
+        cr_assert(reused[j], "descriptor number %d was reused", numbers[j]);
+    }
+    cr_assert_eq(st_usleep(1000), 0);
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 2; k++) {
+            cr_assert_eq(st_write(q[i].end[k], "ping", 4, 1000000), 4);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 2; k++) {
+            expect_read(q[i].t[k], &q[i].r[k], 4, "reader of a reused descriptor number");
+            cr_expect_eq(st_netfd_close(q[i].end[k]), 0);
+        }
+        cr_expect_eq(close(p[i].peer), 0);
+    }
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/* ---- completions --------------------------------------------------------------------- */
+
+Test(faults_uring, a_cancelled_poll_is_rearmed_and_wakes_nobody)
+{
+    int before = open_fd_count();
+    init_uring();
+    struct pair p;
+    open_pair(&p);
+    struct poller w = {.pd = {.fd = st_netfd_fileno(p.a), .events = POLLIN}};
+    st_thread_t t = st_thread_create(poll_once, &w, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    arm(F_CQE_RES, 1, ECANCELED); /* io-wq or the task cancelled it, not the backend */
+    cr_assert_eq(write(p.peer, "x", 1), 1);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect(fired(F_CQE_RES));
+    cr_expect_eq(w.rc, 1, "st_poll: %d (%s)", w.rc, strerror(w.err));
+    cr_expect_eq(w.pd.revents, POLLIN, "woken by the new request, not by the cancellation");
+    close_pair(&p);
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+Test(faults_uring, a_failed_poll_request_wakes_its_waiters_with_pollerr)
+{
+    int before = open_fd_count();
+    init_uring();
+    struct pair p;
+    open_pair(&p);
+    static const int errs[] = {ENOMEM, EINVAL};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        /* st_poll: the wait ends, POLLERR says the descriptor needs looking at. */
+        struct poller w = {.pd = {.fd = st_netfd_fileno(p.a), .events = POLLIN}};
+        st_thread_t t = st_thread_create(poll_once, &w, 1, 0);
+        cr_assert_not_null(t);
+        cr_assert_eq(st_usleep(1000), 0);
+        arm(F_CQE_RES, 1, errs[e]);
+        cr_assert_eq(write(p.peer, "x", 1), 1);
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_expect(fired(F_CQE_RES));
+        cr_expect_eq(w.rc, 1, "%s: st_poll %d", strerror(errs[e]), w.rc);
+        cr_expect_eq(w.pd.revents, POLLERR, "%s: revents %#x", strerror(errs[e]), w.pd.revents);
+
+        /* The I/O functions try the call again: the byte is read. */
+        struct reader r;
+        t = start_reader(&r, p.a, 2000000);
+        expect_read(t, &r, 1, "the byte behind the failed poll");
+        t = start_reader(&r, p.a, 2000000);
+        cr_assert_eq(st_usleep(1000), 0);
+        arm(F_CQE_RES, 1, errs[e]);
+        cr_assert_eq(write(p.peer, "ping", 4), 4);
+        expect_read(t, &r, 4, "a read whose poll failed retries");
+        cr_expect(fired(F_CQE_RES));
+    }
+    close_pair(&p);
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+static void *poll_netfd(void *arg)
+{
+    struct reader *r = arg;
+    errno = 0;
+    r->got = st_netfd_poll(r->fd, POLLIN, r->timeout);
+    r->err = errno;
+    return NULL;
+}
+
+Test(faults_uring, a_poll_refused_with_ebadf_is_pollnval)
+{
+    int before = open_fd_count();
+    init_uring();
+    struct pair p;
+    open_pair(&p);
+    struct poller w = {.pd = {.fd = st_netfd_fileno(p.a), .events = POLLIN}};
+    st_thread_t t = st_thread_create(poll_once, &w, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    arm(F_CQE_RES, 1, EBADF); /* as when the descriptor was closed before the kernel saw the poll */
+    cr_assert_eq(write(p.peer, "x", 1), 1);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect(fired(F_CQE_RES));
+    cr_expect_eq(w.rc, 1);
+    cr_expect_eq(w.pd.revents, POLLNVAL);
+
+    struct reader r = {.fd = p.a, .timeout = 2000000};
+    arm(F_CQE_RES, 1, EBADF);
+    t = st_thread_create(poll_netfd, &r, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect(fired(F_CQE_RES));
+    cr_expect_eq(r.got, -1);
+    cr_expect_eq(r.err, EBADF, "st_netfd_poll: %s", strerror(r.err));
+    close_pair(&p);
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/* 300 completions at once in a 128-entry completion queue: the kernel keeps the overflow. */
+Test(faults_uring, more_completions_than_the_completion_queue_holds_wake_everyone)
+{
+    int before = open_fd_count();
+    init_small_ring();
+    enum { N = 300 };
+    static struct pair p[N];
+    static struct reader r[N];
+    static st_thread_t t[N];
+    for (int i = 0; i < N; i++) {
+        open_pair(&p[i]);
+        t[i] = start_reader(&r[i], p[i].a, 5000000);
+    }
+    cr_assert_eq(st_usleep(1000), 0);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(write(p[i].peer, "ping", 4), 4);
+    }
+    for (int i = 0; i < N; i++) {
+        expect_read(t[i], &r[i], 4, "reader behind an overflowing completion queue");
+        close_pair(&p[i]);
+    }
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+/* ---- teardown -------------------------------------------------------------------------- */
+
+Test(faults_uring, destroy_tears_the_ring_down_with_requests_in_flight)
+{
+    int before = open_fd_count();
+    init_uring();
+    struct pair p;
+    open_pair(&p);
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    /* A netfd reader that timed out (its removal queued), a raw st_poll that timed out. */
+    struct reader r;
+    st_thread_t t = start_reader(&r, p.a, 1000);
+    expect_read(t, &r, -1, "a read with nothing to read times out");
+    cr_expect_eq(r.err, ETIME);
+    struct pollfd pd = {.fd = sv[0], .events = POLLIN};
+    cr_expect_eq(st_poll(&pd, 1, 1000), 0);
+    int made = rings_made;
+    st_destroy();
+    cr_expect_eq(rings_exited, rings_made, "st_destroy tore the ring down");
+    cr_expect_eq(rings_made, made);
+    close_pair(&p);
+    cr_assert_eq(close(sv[0]), 0);
+    cr_assert_eq(close(sv[1]), 0);
+    cr_expect_eq(open_fd_count(), before, "the ring's descriptor is closed");
+    init_uring();
+    expect_usable();
+    st_destroy();
+    cr_expect_eq(open_fd_count(), before);
+}
+
+#endif /* ST__HAVE_IO_URING */
