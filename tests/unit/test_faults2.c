@@ -1018,6 +1018,20 @@ Test(faults2, close_failure_is_reported_and_the_netfd_is_released)
     expect_usable();
 }
 
+/* st_destroy() closes the epoll descriptor; a failing close() changes nothing. */
+Test(faults2, a_failing_close_of_the_epoll_fd_at_st_destroy_is_survived)
+{
+    int before = open_fd_count();
+    init_with(ST_EVENTSYS_ALT);
+    cr_expect_eq(open_fd_count(), before + 1, "the epoll descriptor");
+    arm_after(F_CLOSE, 1, EIO); /* Linux frees the number even when close fails */
+    st_destroy();
+    cr_expect(faults[F_CLOSE].nth == 0, "st_destroy closed the epoll descriptor");
+    cr_expect_eq(open_fd_count(), before);
+    init_with(ST_EVENTSYS_ALT);
+    expect_usable();
+}
+
 Test(faults2, st_open_retries_eintr_and_closes_what_it_cannot_wrap)
 {
     init_with(-1);
