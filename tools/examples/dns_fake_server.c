@@ -29,13 +29,13 @@
  *
  * Answers are authoritative, with the question copied and compression
  * pointers for the owner names, as real servers send them.
+ *
+ * The socket and the stop on a signal or -t are shared with the other
+ * example servers (example_net.c, example_stop.c).
  */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +43,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "example_args.h"
+#include "example_net.h"
+#include "example_stop.h"
 #include "st.h"
 
 enum {
@@ -113,19 +116,6 @@ struct delayed {
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    long v = 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_options(int argc, char **argv, struct options *opt)
 {
     int c = 0;
@@ -133,11 +123,11 @@ static int parse_options(int argc, char **argv, struct options *opt)
     while ((c = getopt(argc, argv, "p:t:d:n")) != -1) {
         int rc = 0;
         if (c == 'p') {
-            rc = parse_long(optarg, 0, MAX_PORT, &opt->port);
+            rc = example_parse_long(optarg, 0, MAX_PORT, &opt->port);
         } else if (c == 't') {
-            rc = parse_long(optarg, 0, 365L * 24 * 3600, &opt->seconds);
+            rc = example_parse_long(optarg, 0, 365L * 24 * 3600, &opt->seconds);
         } else if (c == 'd') {
-            rc = parse_long(optarg, 0, 60000, &opt->delay_ms);
+            rc = example_parse_long(optarg, 0, 60000, &opt->delay_ms);
         } else if (c == 'n') {
             opt->never = 1;
         } else {
@@ -437,82 +427,6 @@ static void serve(void)
 
 /* ---- start and stop ------------------------------------------------------------------- */
 
-static st_thread_t main_thread;
-
-static void *stop_after(void *arg)
-{
-    (void)arg;
-    if (st_sleep((int)server.opt.seconds) == 0) {
-        st_thread_interrupt(main_thread);
-    }
-    return NULL;
-}
-
-static int signal_pipe[2] = {-1, -1};
-static st_netfd_t signal_fd; /* the read end, for the process's lifetime */
-
-static void on_signal(int sig)
-{
-    char c = (char)sig;
-    (void)write(signal_pipe[1], &c, 1); /* async-signal-safe; read by a coroutine */
-}
-
-static void *watch_signals(void *arg)
-{
-    char c = 0;
-    st_netfd_t fd = arg;
-    if (st_read(fd, &c, 1, ST_UTIME_NO_TIMEOUT) == 1) {
-        st_thread_interrupt(main_thread);
-    }
-    return NULL;
-}
-
-static int install_signals(void)
-{
-    struct sigaction sa;
-    st_netfd_t fd = NULL;
-    if (pipe(signal_pipe) != 0) {
-        return -1;
-    }
-    (void)fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
-    fd = st_netfd_open(signal_pipe[0]);
-    signal_fd = fd;
-    if (fd == NULL || st_thread_create(watch_signals, fd, 0, 0) == NULL) {
-        return -1;
-    }
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    (void)sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
-        return -1;
-    }
-    return 0;
-}
-
-static int open_socket(long port, unsigned *bound)
-{
-    struct sockaddr_in addr;
-    socklen_t len = sizeof addr;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((unsigned short)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0 ||
-        (server.sock = st_netfd_open_socket(fd)) == NULL) {
-        int err = errno;
-        (void)close(fd);
-        errno = err;
-        return -1;
-    }
-    *bound = ntohs(addr.sin_port);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     unsigned port = 0;
@@ -521,18 +435,19 @@ int main(int argc, char **argv)
         return 2;
     }
     (void)st_set_eventsys(ST_EVENTSYS_ALT); /* epoll where st has it */
-    if (st_init() != 0 || install_signals() != 0) {
+    if (st_init() != 0) {
         perror("dns_fake_server: st_init");
         return 1;
     }
-    main_thread = st_thread_self();
-    if (open_socket(server.opt.port, &port) != 0) {
+    server.sock = example_open_loopback(SOCK_DGRAM, server.opt.port, 0, 0, &port);
+    if (server.sock == NULL) {
         fprintf(stderr, "dns_fake_server: cannot bind 127.0.0.1:%ld: %s\n", server.opt.port,
                 strerror(errno));
         return 1;
     }
-    if (server.opt.seconds > 0 && st_thread_create(stop_after, NULL, 0, 0) == NULL) {
-        perror("dns_fake_server: st_thread_create");
+    /* The stop interrupts this coroutine out of st_recvfrom in serve(). */
+    if (example_stop_init(st_thread_self(), server.opt.seconds) != 0) {
+        perror("dns_fake_server: signals");
         return 1;
     }
     printf("listening on 127.0.0.1:%u\n", port);

@@ -44,6 +44,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "example_args.h"
 #include "st.h"
 
 enum {
@@ -103,19 +104,6 @@ static int next_lookup;
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    long v = 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* Parses "addr", "addr:port", "[v6]" or "[v6]:port" into opt.server. */
 static int parse_server(const char *spec)
 {
@@ -137,7 +125,7 @@ static int parse_server(const char *spec)
         port_text = colon + 1;
     }
     if (hlen == 0 || hlen >= sizeof host ||
-        (port_text != NULL && parse_long(port_text, 1, MAX_PORT, &port) != 0)) {
+        (port_text != NULL && example_parse_long(port_text, 1, MAX_PORT, &port) != 0)) {
         return -1;
     }
     memcpy(host, spec, hlen);
@@ -194,13 +182,13 @@ static int parse_options(int argc, char **argv)
             have_server = 1;
             break;
         case 't':
-            rc = parse_long(optarg, 1, 60000, &opt.timeout_ms);
+            rc = example_parse_long(optarg, 1, 60000, &opt.timeout_ms);
             break;
         case 'r':
-            rc = parse_long(optarg, 0, 10, &opt.retries);
+            rc = example_parse_long(optarg, 0, 10, &opt.retries);
             break;
         case 'c':
-            rc = parse_long(optarg, 1, 10000, &opt.concurrency);
+            rc = example_parse_long(optarg, 1, 10000, &opt.concurrency);
             break;
         case '4':
             opt.want_aaaa = 0;

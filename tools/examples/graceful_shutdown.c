@@ -28,10 +28,8 @@
  * signal comes, and `<n> workers stopped` when all of them have ended with
  * EINTR.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +37,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "example_args.h"
+#include "example_net.h"
 #include "st.h"
 
 enum { MAX_WORKERS = 10000, KINDS = 4 };
@@ -196,31 +196,17 @@ static int select_eventsys(const char *name)
     return -1;
 }
 
+/* A listening socket on a free loopback port that nobody connects to. */
 static st_netfd_t open_listener(void)
 {
-    struct sockaddr_in addr;
-    st_netfd_t nfd = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return NULL;
-    }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 16) != 0 ||
-        (nfd = st_netfd_open_socket(fd)) == NULL) {
-        (void)close(fd);
-        return NULL;
-    }
-    return nfd;
+    unsigned port = 0;
+    return example_open_loopback(SOCK_STREAM, 0, 0, 16, &port);
 }
 
 static int parse_int(const char *s, int min, int max, int *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+    long v = 0;
+    if (example_parse_long(s, min, max, &v) != 0) {
         return -1;
     }
     *out = (int)v;

@@ -42,14 +42,15 @@
  * File reads are ordinary blocking read(2) calls on the page cache; the
  * socket side is st's. The body goes out in 64 KiB chunks, the first one
  * together with the header in one writev.
+ *
+ * The listening socket, the accept loop, the stop and the list of live
+ * connections are shared with the other example servers (example_net.c,
+ * example_stop.c, example_conns.c); this file is HTTP and the workers.
  */
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -73,6 +74,10 @@
 #endif
 #endif
 
+#include "example_args.h"
+#include "example_conns.h"
+#include "example_net.h"
+#include "example_stop.h"
 #include "st.h"
 
 enum {
@@ -97,10 +102,9 @@ enum {
 enum { READ_OK = 0, READ_CLOSED = -1 };
 
 struct conn {
+    struct example_conn link; /* in server.conns */
     st_netfd_t fd;
     st_thread_t thread;
-    struct conn *prev;
-    struct conn *next;
     int busy;     /* between a complete request head and the end of its response */
     size_t len;   /* bytes in buf */
     char buf[HEAD_MAX];
@@ -134,31 +138,14 @@ struct server {
     int root_fd;
     char root_real[PATH_MAX];
     st_netfd_t listener;
-    st_thread_t acceptor;
-    struct conn *conns;
-    long active;
+    struct example_conns conns; /* live connections, for the shutdown */
     long connections;
     long requests;
-    int stopping;
-    st_cond_t drained;
 };
 
 static struct server server;
 
 /* ---- options ---------------------------------------------------------------------- */
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    long v = 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 static int parse_options(int argc, char **argv, struct options *opt)
 {
@@ -168,22 +155,22 @@ static int parse_options(int argc, char **argv, struct options *opt)
         int rc = 0;
         switch (c) {
         case 'p':
-            rc = parse_long(optarg, 0, MAX_PORT, &opt->port);
+            rc = example_parse_long(optarg, 0, MAX_PORT, &opt->port);
             break;
         case 'r':
             opt->root = optarg;
             break;
         case 'w':
-            rc = parse_long(optarg, 1, MAX_WORKERS, &opt->workers);
+            rc = example_parse_long(optarg, 1, MAX_WORKERS, &opt->workers);
             break;
         case 't':
-            rc = parse_long(optarg, 0, 365L * 24 * 3600, &opt->seconds);
+            rc = example_parse_long(optarg, 0, 365L * 24 * 3600, &opt->seconds);
             break;
         case 'i':
-            rc = parse_long(optarg, 1, 24L * 3600, &opt->idle_s);
+            rc = example_parse_long(optarg, 1, 24L * 3600, &opt->idle_s);
             break;
         case 'T':
-            rc = parse_long(optarg, 1, 24L * 3600, &opt->request_s);
+            rc = example_parse_long(optarg, 1, 24L * 3600, &opt->request_s);
             break;
         default:
             rc = -1;
@@ -362,7 +349,7 @@ static int read_head(struct conn *c, size_t *head_len)
             }
             timeout = remaining(deadline);
         }
-        if (server.stopping && c->len == 0) {
+        if (example_stopping() && c->len == 0) {
             return READ_CLOSED;
         }
         ssize_t n = st_read(c->fd, c->buf + c->len, sizeof c->buf - c->len, timeout);
@@ -857,7 +844,7 @@ static int answer_request(struct conn *c, size_t head_len, struct request *req)
             req->keep_alive = 0;
         }
     }
-    if (server.stopping) {
+    if (example_stopping()) {
         req->keep_alive = 0;
     }
     server.requests++;
@@ -899,22 +886,6 @@ static void lingering_close(struct conn *c)
     (void)st_netfd_close(c->fd);
 }
 
-static void conn_unlink(struct conn *c)
-{
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        server.conns = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
-    server.active--;
-    if (server.stopping && server.active == 0) {
-        (void)st_cond_signal(server.drained);
-    }
-}
-
 static void *serve_connection(void *arg)
 {
     struct conn *c = arg;
@@ -935,7 +906,8 @@ static void *serve_connection(void *arg)
     if (status > 0) {
         (void)send_error(c, status, 0, 0);
     }
-    conn_unlink(c); /* before the lingering close: a stop need not wait for it */
+    /* Off the list before the lingering close: a stop need not wait for it. */
+    example_conns_remove(&server.conns, &c->link);
     if (status == READ_CLOSED) {
         (void)st_netfd_close(c->fd);
     } else {
@@ -947,9 +919,7 @@ static void *serve_connection(void *arg)
 
 static void start_connection(st_netfd_t fd)
 {
-    int one = 1;
     struct conn *c = malloc(sizeof *c);
-    (void)setsockopt(st_netfd_fileno(fd), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (c == NULL) {
         (void)st_netfd_close(fd);
         return;
@@ -957,181 +927,74 @@ static void start_connection(st_netfd_t fd)
     c->fd = fd;
     c->busy = 0;
     c->len = 0;
-    c->prev = NULL;
-    c->next = server.conns;
     c->thread = st_thread_create(serve_connection, c, 0, CONN_STACK);
     if (c->thread == NULL) {
         (void)st_netfd_close(fd);
         free(c);
         return;
     }
-    if (server.conns != NULL) {
-        server.conns->prev = c;
-    }
-    server.conns = c;
-    server.active++;
+    example_conns_add(&server.conns, &c->link, c);
     server.connections++;
-}
-
-static void accept_loop(void)
-{
-    while (!server.stopping) {
-        st_netfd_t fd = st_accept(server.listener, NULL, NULL, ST_UTIME_NO_TIMEOUT);
-        if (fd != NULL) {
-            start_connection(fd);
-        } else if (errno != EINTR) {
-            perror("http_server: st_accept");
-            (void)st_usleep(US_PER_S / 10); /* e.g. out of fds: back off */
-        }
-    }
 }
 
 /* ---- stopping --------------------------------------------------------------------------- */
 
-static void stop_server(void)
-{
-    if (!server.stopping) {
-        server.stopping = 1;
-        st_thread_interrupt(server.acceptor);
-    }
-}
-
-static void *stop_after(void *arg)
-{
-    (void)arg;
-    if (st_sleep((int)server.opt.seconds) == 0) {
-        stop_server();
-    }
-    return NULL;
-}
-
-static int signal_pipe[2] = {-1, -1};
-static st_netfd_t signal_fd; /* the read end, for the process's lifetime */
-
-static void on_signal(int sig)
-{
-    char c = (char)sig;
-    (void)write(signal_pipe[1], &c, 1); /* async-signal-safe; read by a coroutine */
-}
-
-static void *watch_signals(void *arg)
-{
-    char c = 0;
-    st_netfd_t fd = arg;
-    if (st_read(fd, &c, 1, ST_UTIME_NO_TIMEOUT) == 1) {
-        stop_server();
-    }
-    return NULL;
-}
-
-static int install_signals(void)
-{
-    struct sigaction sa;
-    sigset_t set;
-    st_netfd_t fd = NULL;
-    if (pipe(signal_pipe) != 0) {
-        return -1;
-    }
-    (void)fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
-    fd = st_netfd_open(signal_pipe[0]);
-    signal_fd = fd;
-    if (fd == NULL || st_thread_create(watch_signals, fd, 0, 0) == NULL) {
-        return -1;
-    }
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    (void)sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
-        return -1;
-    }
-    (void)sigemptyset(&set); /* a worker starts with the parent's signals blocked */
-    return sigprocmask(SIG_SETMASK, &set, NULL);
-}
-
 /*
- * Idle connections close at once; a connection in the middle of a response
- * finishes it (and then closes), for at most DRAIN_TIMEOUT_S.
+ * On stop (example_stop.h): idle connections close at once; a connection in
+ * the middle of a response finishes it (and then closes), for at most
+ * DRAIN_TIMEOUT_S.
  */
 static void drain_connections(void)
 {
-    st_utime_t deadline = st_utime() + (st_utime_t)DRAIN_TIMEOUT_S * US_PER_S;
-    for (struct conn *c = server.conns; c != NULL; c = c->next) {
+    for (struct example_conn *l = server.conns.head; l != NULL; l = l->next) {
+        const struct conn *c = l->owner;
         if (!c->busy) {
             st_thread_interrupt(c->thread);
         }
     }
-    while (server.active > 0) {
-        if (st_cond_timedwait(server.drained, remaining(deadline)) != 0) {
-            break;
-        }
-    }
-    for (struct conn *c = server.conns; c != NULL; c = c->next) {
+    (void)example_conns_wait(&server.conns, (st_utime_t)DRAIN_TIMEOUT_S * US_PER_S);
+    for (struct example_conn *l = server.conns.head; l != NULL; l = l->next) {
+        const struct conn *c = l->owner;
         st_thread_interrupt(c->thread);
     }
     /* Give the interrupted coroutines a moment to close their connections. */
-    deadline = st_utime() + US_PER_S;
-    while (server.active > 0) {
-        if (st_cond_timedwait(server.drained, remaining(deadline)) != 0) {
-            fprintf(stderr, "http_server: %ld connections did not finish\n", server.active);
-            break;
-        }
+    if (example_conns_wait(&server.conns, US_PER_S) != 0) {
+        fprintf(stderr, "http_server: %ld connections did not finish\n", server.conns.active);
     }
 }
 
 /* ---- workers -------------------------------------------------------------------------------- */
 
-static int bind_socket(long port, int do_listen, unsigned *bound_port)
-{
-    int one = 1;
-    struct sockaddr_in addr;
-    socklen_t len = sizeof addr;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((unsigned short)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        (do_listen && listen(fd, BACKLOG) != 0) ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        int err = errno;
-        (void)close(fd);
-        errno = err;
-        return -1;
-    }
-    *bound_port = ntohs(addr.sin_port);
-    return fd;
-}
-
 /* Sets up one worker: st, its own listener, signals, the stop timer. */
 static int worker_start(long port, unsigned *bound_port)
 {
+    sigset_t set;
     (void)st_set_eventsys(ST_EVENTSYS_ALT); /* epoll where st has it */
-    if (st_init() != 0 || (server.drained = st_cond_new()) == NULL || install_signals() != 0) {
+    if (st_init() != 0 || example_conns_init(&server.conns) != 0) {
         perror("http_server: st_init");
         return -1;
     }
     (void)st_timecache_set(1);
-    int fd = bind_socket(port, 1, bound_port);
-    if (fd < 0 || (server.listener = st_netfd_open_socket(fd)) == NULL) {
+    server.listener =
+        example_open_loopback(SOCK_STREAM, port, EXAMPLE_REUSEPORT, BACKLOG, bound_port);
+    if (server.listener == NULL) {
         fprintf(stderr, "http_server: cannot listen on 127.0.0.1:%ld: %s\n", port, strerror(errno));
         return -1;
     }
-    if (server.opt.seconds > 0 && st_thread_create(stop_after, NULL, 0, 0) == NULL) {
-        perror("http_server: st_thread_create");
+    /* The stop interrupts this coroutine, the acceptor, out of st_accept. */
+    if (example_stop_init(st_thread_self(), server.opt.seconds) != 0) {
+        perror("http_server: signals");
         return -1;
     }
-    server.acceptor = st_thread_self();
-    return 0;
+    /* A worker starts with the parent's signals blocked: unblock them now
+     * that the handlers are in place. */
+    (void)sigemptyset(&set);
+    return sigprocmask(SIG_SETMASK, &set, NULL);
 }
 
 static void worker_run(void)
 {
-    accept_loop();
+    example_accept_loop(server.listener, start_connection, "http_server");
     (void)st_netfd_close(server.listener);
     drain_connections();
     printf("worker %ld: %ld connections, %ld requests\n", (long)getpid(), server.connections,
@@ -1237,7 +1100,7 @@ static int run_workers(const struct options *opt)
     unsigned port = 0;
     int ready[2] = {-1, -1};
     /* The parent holds the port (bound, never listening) so that every worker gets the same one. */
-    int reserve_fd = bind_socket(opt->port, 0, &port);
+    int reserve_fd = example_bind_loopback(SOCK_STREAM, opt->port, EXAMPLE_REUSEPORT, 0, &port);
     if (reserve_fd < 0 || pipe(ready) != 0) {
         fprintf(stderr, "http_server: cannot bind 127.0.0.1:%ld: %s\n", opt->port, strerror(errno));
         return 1;

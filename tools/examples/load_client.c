@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "example_args.h"
+
 enum {
     MAX_CONNS = 100000,
     MAX_SECONDS = 3600,
@@ -70,32 +72,19 @@ struct client {
 
 /* ---- options ---------------------------------------------------------------------- */
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    long v = 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_option(int c, const char *arg, struct options *opt)
 {
     switch (c) {
     case 'p':
-        return parse_long(arg, 1, MAX_PORT, &opt->port);
+        return example_parse_long(arg, 1, MAX_PORT, &opt->port);
     case 'c':
-        return parse_long(arg, 1, MAX_CONNS, &opt->conns);
+        return example_parse_long(arg, 1, MAX_CONNS, &opt->conns);
     case 'd':
-        return parse_long(arg, 1, MAX_SECONDS, &opt->seconds);
+        return example_parse_long(arg, 1, MAX_SECONDS, &opt->seconds);
     case 's':
-        return parse_long(arg, 1, MAX_MSG, &opt->msg_size);
+        return example_parse_long(arg, 1, MAX_MSG, &opt->msg_size);
     case 'P':
-        return parse_long(arg, 1, 1L << 30, &opt->pid);
+        return example_parse_long(arg, 1, 1L << 30, &opt->pid);
     default:
         return -1;
     }

@@ -54,6 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "example_args.h"
 #include "st.h"
 
 enum {
@@ -481,18 +482,6 @@ static int produce(const struct options *opt)
     return 0;
 }
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_eventsys(char *list, struct options *opt)
 {
     static const struct {
@@ -528,13 +517,13 @@ static int parse_options(int argc, char **argv, struct options *opt)
     while ((c = getopt(argc, argv, "w:c:k:n:e:")) != -1) {
         int rc = -1;
         if (c == 'w') {
-            rc = parse_long(optarg, 1, MAX_WORKERS, &opt->workers);
+            rc = example_parse_long(optarg, 1, MAX_WORKERS, &opt->workers);
         } else if (c == 'c') {
-            rc = parse_long(optarg, 1, 100000, &opt->coroutines);
+            rc = example_parse_long(optarg, 1, 100000, &opt->coroutines);
         } else if (c == 'k') {
-            rc = parse_long(optarg, 1, 100000, &opt->connections);
+            rc = example_parse_long(optarg, 1, 100000, &opt->connections);
         } else if (c == 'n') {
-            rc = parse_long(optarg, 1, 100L * 1000 * 1000, &opt->items);
+            rc = example_parse_long(optarg, 1, 100L * 1000 * 1000, &opt->items);
         } else if (c == 'e') {
             rc = parse_eventsys(optarg, opt);
         }

@@ -23,20 +23,25 @@
  * On stop, the proxy stops accepting, gives open pairs 5 s to finish, resets
  * the rest, prints one line `stopped: <n> connections, <up> bytes up, <down>
  * bytes down, <f> upstream failures` and exits with status 0.
+ *
+ * The listening socket, the accept loop, the stop and the list of live
+ * pairs are shared with the other example servers (example_net.c,
+ * example_stop.c, example_conns.c); this file is the proxying itself.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "example_args.h"
+#include "example_conns.h"
+#include "example_net.h"
+#include "example_stop.h"
 #include "st.h"
 
 enum {
@@ -52,6 +57,7 @@ enum {
 enum pump_end { PUMP_EOF, PUMP_ERROR };
 
 struct pair {
+    struct example_conn link; /* in proxy.pairs */
     st_netfd_t client;
     st_netfd_t upstream;
     st_thread_t up;        /* the pair's own coroutine: connect, then client -> upstream */
@@ -60,8 +66,6 @@ struct pair {
     int down_running;
     int aborted;
     st_utime_t last_active;
-    struct pair *prev;
-    struct pair *next;
 };
 
 struct options {
@@ -76,33 +80,16 @@ struct proxy {
     struct options opt;
     struct addrinfo *upstream;
     st_netfd_t listener;
-    st_thread_t acceptor;
-    struct pair *pairs;
-    long active;
+    struct example_conns pairs; /* live pairs, for the shutdown */
     long connections;
     long failures;
     unsigned long long bytes_up;
     unsigned long long bytes_down;
-    int stopping;
-    st_cond_t drained;
 };
 
 static struct proxy proxy;
 
 /* ---- options ---------------------------------------------------------------------- */
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    long v = 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 static int parse_options(int argc, char **argv, struct options *opt)
 {
@@ -115,16 +102,16 @@ static int parse_options(int argc, char **argv, struct options *opt)
             opt->upstream = optarg;
             break;
         case 'l':
-            rc = parse_long(optarg, 0, MAX_PORT, &opt->port);
+            rc = example_parse_long(optarg, 0, MAX_PORT, &opt->port);
             break;
         case 't':
-            rc = parse_long(optarg, 0, 365L * 24 * 3600, &opt->seconds);
+            rc = example_parse_long(optarg, 0, 365L * 24 * 3600, &opt->seconds);
             break;
         case 'i':
-            rc = parse_long(optarg, 1, 24L * 3600, &opt->idle_s);
+            rc = example_parse_long(optarg, 1, 24L * 3600, &opt->idle_s);
             break;
         case 'c':
-            rc = parse_long(optarg, 1, 3600, &opt->connect_s);
+            rc = example_parse_long(optarg, 1, 3600, &opt->connect_s);
             break;
         default:
             rc = -1;
@@ -275,22 +262,6 @@ static void close_socket(st_netfd_t fd, int reset)
     (void)st_netfd_close(fd);
 }
 
-static void pair_unlink(struct pair *p)
-{
-    if (p->prev != NULL) {
-        p->prev->next = p->next;
-    } else {
-        proxy.pairs = p->next;
-    }
-    if (p->next != NULL) {
-        p->next->prev = p->prev;
-    }
-    proxy.active--;
-    if (proxy.stopping && proxy.active == 0) {
-        (void)st_cond_signal(proxy.drained);
-    }
-}
-
 static void *run_pair(void *arg)
 {
     struct pair *p = arg;
@@ -315,7 +286,7 @@ static void *run_pair(void *arg)
     if (p->down != NULL) {
         (void)st_thread_join(p->down, NULL); /* never interrupted: up_running is 0 */
     }
-    pair_unlink(p);
+    example_conns_remove(&proxy.pairs, &p->link);
     close_socket(p->upstream, p->aborted);
     close_socket(p->client, p->aborted);
     free(p);
@@ -324,9 +295,7 @@ static void *run_pair(void *arg)
 
 static void start_pair(st_netfd_t client)
 {
-    int one = 1;
     struct pair *p = calloc(1, sizeof *p);
-    (void)setsockopt(st_netfd_fileno(client), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (p == NULL) {
         (void)st_netfd_close(client);
         return;
@@ -339,134 +308,30 @@ static void start_pair(st_netfd_t client)
         free(p);
         return;
     }
-    p->next = proxy.pairs;
-    if (proxy.pairs != NULL) {
-        proxy.pairs->prev = p;
-    }
-    proxy.pairs = p;
-    proxy.active++;
+    example_conns_add(&proxy.pairs, &p->link, p);
     proxy.connections++;
-}
-
-static void accept_loop(void)
-{
-    while (!proxy.stopping) {
-        st_netfd_t fd = st_accept(proxy.listener, NULL, NULL, ST_UTIME_NO_TIMEOUT);
-        if (fd != NULL) {
-            start_pair(fd);
-        } else if (errno != EINTR) {
-            perror("tcp_proxy: st_accept");
-            (void)st_usleep(US_PER_S / 10); /* e.g. out of fds: back off */
-        }
-    }
 }
 
 /* ---- stopping --------------------------------------------------------------------------- */
 
-static void stop_proxy(void)
-{
-    if (!proxy.stopping) {
-        proxy.stopping = 1;
-        st_thread_interrupt(proxy.acceptor);
-    }
-}
-
-static void *stop_after(void *arg)
-{
-    (void)arg;
-    if (st_sleep((int)proxy.opt.seconds) == 0) {
-        stop_proxy();
-    }
-    return NULL;
-}
-
-static int signal_pipe[2] = {-1, -1};
-static st_netfd_t signal_fd; /* the read end, for the process's lifetime */
-
-static void on_signal(int sig)
-{
-    char c = (char)sig;
-    (void)write(signal_pipe[1], &c, 1); /* async-signal-safe; read by a coroutine */
-}
-
-static void *watch_signals(void *arg)
-{
-    char c = 0;
-    st_netfd_t fd = arg;
-    if (st_read(fd, &c, 1, ST_UTIME_NO_TIMEOUT) == 1) {
-        stop_proxy();
-    }
-    return NULL;
-}
-
-static int install_signals(void)
-{
-    struct sigaction sa;
-    st_netfd_t fd = NULL;
-    if (pipe(signal_pipe) != 0) {
-        return -1;
-    }
-    (void)fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
-    fd = st_netfd_open(signal_pipe[0]);
-    signal_fd = fd;
-    if (fd == NULL || st_thread_create(watch_signals, fd, 0, 0) == NULL) {
-        return -1;
-    }
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    (void)sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
-        return -1;
-    }
-    return 0;
-}
-
-/* Waits for the open pairs to end by themselves, then resets the rest. */
+/*
+ * On stop (example_stop.h): waits for the open pairs to end by themselves,
+ * then resets the rest.
+ */
 static void drain_pairs(void)
 {
-    if (proxy.active > 0 &&
-        st_cond_timedwait(proxy.drained, (st_utime_t)DRAIN_TIMEOUT_S * US_PER_S) == 0) {
+    if (example_conns_wait(&proxy.pairs, (st_utime_t)DRAIN_TIMEOUT_S * US_PER_S) == 0) {
         return;
     }
-    for (struct pair *p = proxy.pairs; p != NULL; p = p->next) {
-        abort_pair(p);
+    for (struct example_conn *l = proxy.pairs.head; l != NULL; l = l->next) {
+        abort_pair(l->owner);
     }
-    while (proxy.active > 0) {
-        if (st_cond_timedwait(proxy.drained, US_PER_S) != 0) {
-            fprintf(stderr, "tcp_proxy: %ld pairs did not finish\n", proxy.active);
-            return;
-        }
+    if (example_conns_wait(&proxy.pairs, US_PER_S) != 0) {
+        fprintf(stderr, "tcp_proxy: %ld pairs did not finish\n", proxy.pairs.active);
     }
 }
 
 /* ---- start-up ----------------------------------------------------------------------------- */
-
-static st_netfd_t open_listener(long port, unsigned *bound_port)
-{
-    int one = 1;
-    struct sockaddr_in addr;
-    socklen_t len = sizeof addr;
-    st_netfd_t nfd = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return NULL;
-    }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((unsigned short)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, BACKLOG) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0 ||
-        (nfd = st_netfd_open_socket(fd)) == NULL) {
-        int err = errno;
-        (void)close(fd);
-        errno = err;
-        return NULL;
-    }
-    *bound_port = ntohs(addr.sin_port);
-    return nfd;
-}
 
 static int start(void)
 {
@@ -478,21 +343,21 @@ static int start(void)
         return -1;
     }
     (void)st_set_eventsys(ST_EVENTSYS_ALT); /* epoll where st has it */
-    if (st_init() != 0 || (proxy.drained = st_cond_new()) == NULL || install_signals() != 0) {
+    if (st_init() != 0 || example_conns_init(&proxy.pairs) != 0) {
         perror("tcp_proxy: st_init");
         return -1;
     }
-    proxy.listener = open_listener(proxy.opt.port, &port);
+    proxy.listener = example_open_loopback(SOCK_STREAM, proxy.opt.port, 0, BACKLOG, &port);
     if (proxy.listener == NULL) {
         fprintf(stderr, "tcp_proxy: cannot listen on 127.0.0.1:%ld: %s\n", proxy.opt.port,
                 strerror(errno));
         return -1;
     }
-    if (proxy.opt.seconds > 0 && st_thread_create(stop_after, NULL, 0, 0) == NULL) {
-        perror("tcp_proxy: st_thread_create");
+    /* The stop interrupts this coroutine, the acceptor, out of st_accept. */
+    if (example_stop_init(st_thread_self(), proxy.opt.seconds) != 0) {
+        perror("tcp_proxy: signals");
         return -1;
     }
-    proxy.acceptor = st_thread_self();
     printf("listening on 127.0.0.1:%u\n", port);
     (void)fflush(stdout);
     fprintf(stderr, "tcp_proxy: upstream %s, event system %s, pid %ld\n", proxy.opt.upstream,
@@ -515,7 +380,7 @@ int main(int argc, char **argv)
         }
         return 1;
     }
-    accept_loop();
+    example_accept_loop(proxy.listener, start_pair, "tcp_proxy");
     (void)st_netfd_close(proxy.listener);
     drain_pairs();
     printf("stopped: %ld connections, %llu bytes up, %llu bytes down, %ld upstream failures\n",

@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "example_args.h"
+#include "example_eventsys.h"
 #include "st.h"
 
 enum {
@@ -84,19 +86,6 @@ static struct net net;
 
 /* ---- options ------------------------------------------------------------------------ */
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end = NULL;
-    long v = 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_options(int argc, char **argv, struct options *opt)
 {
     int c = 0;
@@ -108,13 +97,13 @@ static int parse_options(int argc, char **argv, struct options *opt)
     while ((c = getopt(argc, argv, "n:b:s:r:e:")) != -1) {
         int rc = 0;
         if (c == 'n') {
-            rc = parse_long(optarg, 1, 1000L * 1000 * 1000, &opt->packets);
+            rc = example_parse_long(optarg, 1, 1000L * 1000 * 1000, &opt->packets);
         } else if (c == 'b') {
-            rc = parse_long(optarg, 1, MAX_BATCH, &opt->batch);
+            rc = example_parse_long(optarg, 1, MAX_BATCH, &opt->batch);
         } else if (c == 's') {
-            rc = parse_long(optarg, MIN_SIZE, MAX_SIZE, &opt->size);
+            rc = example_parse_long(optarg, MIN_SIZE, MAX_SIZE, &opt->size);
         } else if (c == 'r') {
-            rc = parse_long(optarg, 1, 100, &opt->rounds);
+            rc = example_parse_long(optarg, 1, 100, &opt->rounds);
         } else if (c == 'e') {
             opt->eventsys = optarg;
         } else {
@@ -125,24 +114,6 @@ static int parse_options(int argc, char **argv, struct options *opt)
         }
     }
     return optind == argc ? 0 : -1;
-}
-
-static int select_eventsys(const char *name)
-{
-    static const struct {
-        const char *name;
-        int eventsys;
-    } names[] = {{"epoll", ST_EVENTSYS_ALT},
-                 {"poll", ST_EVENTSYS_POLL},
-                 {"select", ST_EVENTSYS_SELECT},
-                 {"io_uring", ST_EVENTSYS_IO_URING}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(names[i].name, name) == 0) {
-            return st_set_eventsys(names[i].eventsys);
-        }
-    }
-    errno = EINVAL;
-    return -1;
 }
 
 /* ---- sockets ------------------------------------------------------------------------ */
@@ -371,7 +342,7 @@ static void sender_fini(struct sender *s)
 static int setup(const struct options *opt)
 {
     struct sockaddr_in tx_addr;
-    if (select_eventsys(opt->eventsys) != 0) {
+    if (example_set_eventsys(opt->eventsys) != 0) {
         fprintf(stderr, "udp_batch: event system '%s': %s\n", opt->eventsys, strerror(errno));
         return -1;
     }
