@@ -64,21 +64,30 @@ ln -s ../secret.txt "$root/leak.txt"  # leads out of the root: refused
 ln -s small.txt "$root/link.txt"      # stays inside: served
 mkfifo "$root/fifo"                   # not a regular file: 404, without hanging
 
-# ---- start: 2 workers, short timeouts so that they can be observed ----------
-"$server_bin" -p 0 -r "$root" -w 2 -t 40 -i 2 -T 1 >"$dir/server.out" 2>"$dir/server.err" &
-server_pid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$dir/server.out")
-    [ -n "$port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-done
-if [ -z "$port" ]; then
-    echo "FAIL: http_server did not report its port"
-    cat "$dir/server.err"
+# start_server NAME ARGS...: runs http_server with ARGS in the background,
+# output in $dir/NAME.out; sets $started_pid and $started_port.
+start_server() {
+    local name=$1
+    shift
+    "$server_bin" "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
+    started_pid=$!
+    started_port=
+    for _ in $(seq 100); do
+        started_port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$dir/$name.out")
+        [ -n "$started_port" ] && return 0
+        kill -0 "$started_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "FAIL: http_server ($name) did not report its port"
+    cat "$dir/$name.err"
+    kill "$started_pid" 2>/dev/null
     exit 1
-fi
+}
+
+# ---- start: 2 workers, short timeouts so that they can be observed ----------
+start_server server -p 0 -r "$root" -w 2 -t 40 -i 2 -T 1
+server_pid=$started_pid
+port=$started_port
 echo "http_server pid $server_pid listening on 127.0.0.1:$port (2 workers)"
 url=http://127.0.0.1:$port
 
@@ -202,21 +211,10 @@ if [ "$ms" -ge 1800 ] && [ "$ms" -lt 4500 ]; then pass; else fail "idle close af
 # Against a second server with the default timeouts: on a loaded machine a
 # request head can take longer than the first server's 1 s to arrive, and
 # the 408 that follows would count as a socket error of the load.
-"$server_bin" -p 0 -r "$root" -w 2 -t 40 >"$dir/load_server.out" 2>"$dir/load_server.err" &
-load_pid=$!
+start_server load_server -p 0 -r "$root" -w 2 -t 40
+load_pid=$started_pid
+load_port=$started_port
 bg_pids+=("$load_pid")
-load_port=
-for _ in $(seq 100); do
-    load_port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$dir/load_server.out")
-    [ -n "$load_port" ] && break
-    kill -0 "$load_pid" 2>/dev/null || break
-    sleep 0.05
-done
-if [ -z "$load_port" ]; then
-    echo "FAIL: the load http_server did not report its port"
-    cat "$dir/load_server.err"
-    exit 1
-fi
 run_wrk() { # run_wrk CONNECTIONS SECONDS
     local out requests
     out=$(wrk -t2 -c"$1" -d"$2"s "http://127.0.0.1:$load_port/small.txt" 2>&1)
