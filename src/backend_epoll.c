@@ -22,11 +22,10 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "fdtable.h"
 #include "sched.h"
 
 #define EVENT_BATCH 1024
-#define CHUNK_SHIFT 8
-#define CHUNK_SIZE (1 << CHUNK_SHIFT)
 
 struct fd_watch {
     struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
@@ -37,16 +36,18 @@ struct fd_watch {
     bool owned;              /* a netfd holds it, so its registration may be kept */
 };
 
-/*
- * Watches live in fixed chunks of CHUNK_SIZE descriptors that never move
- * (the waiter lists point back at their heads); only the chunk table grows.
- */
 struct epoll_state {
     int epfd;
-    struct fd_watch **chunks;
-    int nchunks;
+    struct st__fdtable watches; /* struct fd_watch per descriptor */
     struct epoll_event events[EVENT_BATCH];
 };
+
+static void watch_init(void *record, int fd)
+{
+    (void)fd;
+    struct fd_watch *w = record;
+    st__list_init(&w->waiters);
+}
 
 static bool epoll_supported(void)
 {
@@ -67,6 +68,7 @@ static int epoll_init(struct st__sched *sched)
         free(st);
         return -1;
     }
+    st__fdtable_init(&st->watches, sizeof(struct fd_watch), watch_init);
     sched->backend_state = st;
     return 0;
 }
@@ -75,51 +77,20 @@ static void epoll_fini(struct st__sched *sched)
 {
     struct epoll_state *st = sched->backend_state;
     (void)close(st->epfd);
-    for (int i = 0; i < st->nchunks; i++) {
-        free(st->chunks[i]);
-    }
-    free((void *)st->chunks);
+    st__fdtable_fini(&st->watches);
     free(st);
     sched->backend_state = NULL;
 }
 
 static struct fd_watch *watch_of(const struct epoll_state *st, int fd)
 {
-    return &st->chunks[fd >> CHUNK_SHIFT][fd & (CHUNK_SIZE - 1)];
+    return st__fdtable_at(&st->watches, fd);
 }
 
-static int ensure_capacity(struct epoll_state *st, int fd)
+/* The watch of `fd`, or NULL if it never had one. */
+static struct fd_watch *find_watch(const struct epoll_state *st, int fd)
 {
-    int chunk = fd >> CHUNK_SHIFT;
-    if (chunk < st->nchunks && st->chunks[chunk] != NULL) {
-        return 0;
-    }
-    if (chunk >= st->nchunks) {
-        int n = st->nchunks > 0 ? st->nchunks : 4;
-        while (n <= chunk) {
-            n = n > INT_MAX / 2 ? chunk + 1 : n * 2;
-        }
-        struct fd_watch **chunks = realloc((void *)st->chunks, (size_t)n * sizeof(*chunks)); // NOLINT(bugprone-sizeof-expression)
-        if (chunks == NULL) {
-            errno = ENOMEM;
-            return -1;
-        }
-        for (int i = st->nchunks; i < n; i++) {
-            chunks[i] = NULL;
-        }
-        st->chunks = chunks;
-        st->nchunks = n;
-    }
-    struct fd_watch *watches = calloc(CHUNK_SIZE, sizeof(*watches));
-    if (watches == NULL) {
-        errno = ENOMEM;
-        return -1;
-    }
-    for (int i = 0; i < CHUNK_SIZE; i++) {
-        st__list_init(&watches[i].waiters);
-    }
-    st->chunks[chunk] = watches;
-    return 0;
+    return st__fdtable_find(&st->watches, fd);
 }
 
 static unsigned wanted_events(const struct fd_watch *w)
@@ -180,7 +151,7 @@ static int epoll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
     struct epoll_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         int fd = pq->pds[i].fd;
-        if (ensure_capacity(st, fd) != 0) {
+        if (st__fdtable_reserve(&st->watches, fd) != 0) {
             epoll_pollset_del(sched, pq);
             return -1;
         }
@@ -261,7 +232,7 @@ static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 static int epoll_fd_new(struct st__sched *sched, int osfd)
 {
     struct epoll_state *st = sched->backend_state;
-    if (ensure_capacity(st, osfd) != 0) {
+    if (st__fdtable_reserve(&st->watches, osfd) != 0) {
         return -1;
     }
     watch_of(st, osfd)->owned = true;
@@ -271,11 +242,10 @@ static int epoll_fd_new(struct st__sched *sched, int osfd)
 static void epoll_fd_free(struct st__sched *sched, int osfd)
 {
     struct epoll_state *st = sched->backend_state;
-    int chunk = osfd >> CHUNK_SHIFT;
-    if (osfd < 0 || chunk >= st->nchunks || st->chunks[chunk] == NULL) {
+    struct fd_watch *w = find_watch(st, osfd);
+    if (w == NULL) {
         return;
     }
-    struct fd_watch *w = watch_of(st, osfd);
     w->owned = false;
     (void)set_registration(st, osfd, w, wanted_events(w));
 }
@@ -283,9 +253,8 @@ static void epoll_fd_free(struct st__sched *sched, int osfd)
 static int epoll_fd_close(struct st__sched *sched, int osfd)
 {
     const struct epoll_state *st = sched->backend_state;
-    int chunk = osfd >> CHUNK_SHIFT;
-    if (osfd >= 0 && chunk < st->nchunks && st->chunks[chunk] != NULL &&
-        !st__list_empty(&watch_of(st, osfd)->waiters)) {
+    const struct fd_watch *w = find_watch(st, osfd);
+    if (w != NULL && !st__list_empty(&w->waiters)) {
         errno = EBUSY;
         return -1;
     }

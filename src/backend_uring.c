@@ -37,14 +37,13 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fdtable.h"
 #include "sched.h"
 
 #define SQ_ENTRIES 1024U
 #define CQ_ENTRIES 4096U
 #define SMALL_ENTRIES 64U /* when locked memory (kernels before 5.12) is short */
 #define CQE_BATCH 256U
-#define CHUNK_SHIFT 8
-#define CHUNK_SIZE (1 << CHUNK_SHIFT)
 /* user_data of POLL_REMOVE requests, whose own completion says nothing. */
 #define UDATA_IGNORED UINT64_MAX
 
@@ -114,16 +113,23 @@ static void load_liburing(void)
     }
 }
 
-/* Watches live in fixed chunks that never move (lists point into them). */
+
 struct uring_state {
     struct io_uring ring;
-    struct fd_watch **chunks;
-    int nchunks;
+    struct st__fdtable watches; /* struct fd_watch per descriptor */
     struct st__list dirty; /* struct fd_watch whose request must be armed or replaced */
     bool in_dispatch;
     bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
     struct io_uring_cqe *cqes[CQE_BATCH];
 };
+
+static void watch_init(void *record, int fd)
+{
+    struct fd_watch *w = record;
+    st__list_init(&w->waiters);
+    st__list_init(&w->dirty);
+    w->fd = fd;
+}
 
 static int init_ring(struct io_uring *ring, unsigned entries, unsigned flags, unsigned cq_entries)
 {
@@ -191,6 +197,7 @@ static int uring_init(struct st__sched *sched)
         return -1;
     }
     st__list_init(&st->dirty);
+    st__fdtable_init(&st->watches, sizeof(struct fd_watch), watch_init);
     sched->backend_state = st;
     return 0;
 }
@@ -200,58 +207,19 @@ static void uring_fini(struct st__sched *sched)
     struct uring_state *st = sched->backend_state;
     /* Tearing the ring down cancels every request still in flight. */
     lib.queue_exit(&st->ring);
-    for (int i = 0; i < st->nchunks; i++) {
-        free(st->chunks[i]);
-    }
-    free((void *)st->chunks);
+    st__fdtable_fini(&st->watches);
     free(st);
     sched->backend_state = NULL;
 }
 
 static bool have_watch(const struct uring_state *st, int fd)
 {
-    return fd >= 0 && (fd >> CHUNK_SHIFT) < st->nchunks && st->chunks[fd >> CHUNK_SHIFT] != NULL;
+    return st__fdtable_find(&st->watches, fd) != NULL;
 }
 
 static struct fd_watch *watch_of(const struct uring_state *st, int fd)
 {
-    return &st->chunks[fd >> CHUNK_SHIFT][fd & (CHUNK_SIZE - 1)];
-}
-
-static int ensure_capacity(struct uring_state *st, int fd)
-{
-    int chunk = fd >> CHUNK_SHIFT;
-    if (chunk < st->nchunks && st->chunks[chunk] != NULL) {
-        return 0;
-    }
-    if (chunk >= st->nchunks) {
-        int n = st->nchunks > 0 ? st->nchunks : 4;
-        while (n <= chunk) {
-            n = n > INT_MAX / 2 ? chunk + 1 : n * 2;
-        }
-        struct fd_watch **chunks = realloc((void *)st->chunks, (size_t)n * sizeof(*chunks)); // NOLINT(bugprone-sizeof-expression)
-        if (chunks == NULL) {
-            errno = ENOMEM;
-            return -1;
-        }
-        for (int i = st->nchunks; i < n; i++) {
-            chunks[i] = NULL;
-        }
-        st->chunks = chunks;
-        st->nchunks = n;
-    }
-    struct fd_watch *watches = calloc(CHUNK_SIZE, sizeof(*watches));
-    if (watches == NULL) {
-        errno = ENOMEM;
-        return -1;
-    }
-    for (int i = 0; i < CHUNK_SIZE; i++) {
-        st__list_init(&watches[i].waiters);
-        st__list_init(&watches[i].dirty);
-        watches[i].fd = chunk * CHUNK_SIZE + i;
-    }
-    st->chunks[chunk] = watches;
-    return 0;
+    return st__fdtable_at(&st->watches, fd);
 }
 
 static unsigned wanted_events(const struct fd_watch *w)
@@ -452,7 +420,7 @@ static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
     struct uring_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         int fd = pq->pds[i].fd;
-        if (ensure_capacity(st, fd) != 0) {
+        if (st__fdtable_reserve(&st->watches, fd) != 0) {
             uring_pollset_del(sched, pq);
             errno = ENOMEM;
             return -1;
@@ -517,7 +485,7 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 static int uring_fd_new(struct st__sched *sched, int osfd)
 {
     struct uring_state *st = sched->backend_state;
-    if (ensure_capacity(st, osfd) != 0) {
+    if (st__fdtable_reserve(&st->watches, osfd) != 0) {
         return -1;
     }
     watch_of(st, osfd)->owned = true;
