@@ -96,7 +96,7 @@ else
     if ! cc -o "$exe" "$ROOT/tests/consumer/main.c" $(pkg-config --cflags --libs st) \
         -Wl,-rpath,"$libdir" >"$log" 2>&1; then
         fail pkgconfig-shared "cc \$(pkg-config --cflags --libs st) failed" "$log"
-    elif ! ldd "$exe" | grep -q "$libdir/libst.so.1"; then
+    elif ! grep -q "$libdir/libst.so.1" <<<"$(ldd "$exe")"; then
         fail pkgconfig-shared "the program does not load $libdir/libst.so.1"
     elif ! run_ok "$exe" "$WORK/pkgconfig-shared-run.log"; then
         fail pkgconfig-shared "the program failed" "$WORK/pkgconfig-shared-run.log"

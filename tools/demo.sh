@@ -87,7 +87,7 @@ server_pid=$!
 
 port=
 for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$server_log" | head -n 1)
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p;T;q' "$server_log")
     [[ -n $port ]] && break
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1

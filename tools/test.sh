@@ -128,7 +128,7 @@ count_tests criterion "$LOGS/testlog.json" "$test_rc"
 step "clang-tidy"
 tidy_log="$LOGS/clang-tidy.log"
 tidy_rc=0
-if git -C "$ROOT" ls-files -- '*.c' '*.h' 2>/dev/null | grep -q .; then
+if [[ -n $(git -C "$ROOT" ls-files -- '*.c' '*.h' 2>/dev/null) ]]; then
     ninja -C "$BUILD" clang-tidy >"$tidy_log" 2>&1 || tidy_rc=$?
 else
     echo "(no tracked files: running clang-tidy over src include tests tools)"
@@ -217,14 +217,17 @@ install_check() {   # install_check MODE (shared|static)
     local mode=$1 exe="$abi/st_program_$1" pc_dir libdir
     pc_dir=$(dirname "$(find "$stage" -name st.pc -print -quit)")
     libdir=$(PKG_CONFIG_PATH=$pc_dir pkg-config --variable=libdir st)
+    # ldd's output is taken whole before grep looks at it: with pipefail,
+    # `ldd | grep -q` fails whenever grep exits before ldd has written all.
+    local deps
     if [[ $mode == shared ]]; then
         # shellcheck disable=SC2046
         cc -o "$exe" tests/header/c_program.c $(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs st) \
-            -Wl,-rpath,"$libdir" && "$exe" && ldd "$exe" | grep -q "$libdir/libst.so"
+            -Wl,-rpath,"$libdir" && "$exe" && deps=$(ldd "$exe") && grep -q "$libdir/libst.so" <<<"$deps"
     else
         # shellcheck disable=SC2046
         cc -o "$exe" tests/header/c_program.c $(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags st) \
-            "$libdir/libst.a" && "$exe" && ! ldd "$exe" | grep -q libst
+            "$libdir/libst.a" && "$exe" && deps=$(ldd "$exe") && ! grep -q libst <<<"$deps"
     fi
 }
 if meson install -C "$abi" >"$LOGS/install.log" 2>&1 && [[ -f $stage/include/st.h ]]; then

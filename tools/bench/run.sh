@@ -90,8 +90,10 @@ fi
 
 # ---------------------------------------------------------------------------
 # The machine, for the record.
-cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-compiler=$(${CC:-gcc} --version | head -n 1)
+# (No `| head` under pipefail: the writer may die of SIGPIPE and fail the line.)
+cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+compiler=$(${CC:-gcc} --version)
+compiler=${compiler%%$'\n'*}
 {
     echo "INFO date $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "INFO cpus $(nproc) x ${cpu_model:-unknown}"
