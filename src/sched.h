@@ -27,7 +27,7 @@ struct st__sched {
     struct _st_thread *idle;
     struct _st_thread *primordial;
     bool initialized;
-    unsigned long generation; /* unique per st_init() in the process, never 0 */
+    unsigned long generation; /* unique per st_init() in the process; 0 before it */
 
     struct st__list run_q;    /* runnable coroutines, in the order they run */
     struct st__list io_q;     /* struct st__pollq of coroutines waiting for I/O */

@@ -127,11 +127,13 @@ int st_cond_broadcast(st_cond_t cvar)
     return cond_wake(cvar, true);
 }
 
-/* The coroutine that holds `lock`, or NULL (see owner_generation). */
+/*
+ * The coroutine that holds `lock`, or NULL (see owner_generation). A
+ * scheduler not initialised has generation 0, which no owner carries.
+ */
 static struct _st_thread *owner_of(const struct _st_mutex *lock, const struct st__sched *sched)
 {
-    if (lock->owner == NULL || sched == NULL || !sched->initialized ||
-        lock->owner_generation != sched->generation) {
+    if (lock->owner == NULL || sched == NULL || lock->owner_generation != sched->generation) {
         return NULL;
     }
     return lock->owner;
