@@ -447,6 +447,27 @@ static void close_pair(struct pair *p)
     cr_expect_eq(close(p->peer), 0);
 }
 
+/* n pairs, each with a reader on its st end (5 s timeout). */
+static void start_readers(int n, struct pair *p, struct reader *r, st_thread_t *t)
+{
+    for (int i = 0; i < n; i++) {
+        open_pair(&p[i]);
+        t[i] = start_reader(&r[i], p[i].a, 5000000);
+    }
+}
+
+/* Write to every pair, check that every reader got it, close the pairs. */
+static void feed_readers(int n, struct pair *p, struct reader *r, st_thread_t *t, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(write(p[i].peer, "ping", 4), 4);
+    }
+    for (int i = 0; i < n; i++) {
+        expect_read(t[i], &r[i], 4, what);
+        close_pair(&p[i]);
+    }
+}
+
 /* ---- loading liburing ------------------------------------------------------------- */
 
 Test(faults_uring, liburing_that_cannot_be_loaded_is_enosys_and_loading_is_retried)
@@ -720,21 +741,12 @@ Test(faults_uring, a_full_submission_queue_whose_submit_fails_loses_no_waiter)
         struct pair p[N];
         struct reader r[N];
         st_thread_t t[N];
-        for (int i = 0; i < N; i++) {
-            open_pair(&p[i]);
-            t[i] = start_reader(&r[i], p[i].a, 5000000);
-        }
+        start_readers(N, p, r, t);
         /* The ring fills up and making room fails twice: the rest wait for the next dispatch. */
         arm_times(F_SUBMIT, 1, errs[e], 2);
         cr_assert_eq(st_usleep(1000), 0);
         cr_expect(fired(F_SUBMIT), "the full ring's submits were refused");
-        for (int i = 0; i < N; i++) {
-            cr_assert_eq(write(p[i].peer, "ping", 4), 4);
-        }
-        for (int i = 0; i < N; i++) {
-            expect_read(t[i], &r[i], 4, "reader of a full ring");
-            close_pair(&p[i]);
-        }
+        feed_readers(N, p, r, t, "reader of a full ring");
     }
     expect_usable();
     st_destroy();
@@ -952,18 +964,9 @@ Test(faults_uring, more_completions_than_the_completion_queue_holds_wake_everyon
     static struct pair p[N];
     static struct reader r[N];
     static st_thread_t t[N];
-    for (int i = 0; i < N; i++) {
-        open_pair(&p[i]);
-        t[i] = start_reader(&r[i], p[i].a, 5000000);
-    }
+    start_readers(N, p, r, t);
     cr_assert_eq(st_usleep(1000), 0);
-    for (int i = 0; i < N; i++) {
-        cr_assert_eq(write(p[i].peer, "ping", 4), 4);
-    }
-    for (int i = 0; i < N; i++) {
-        expect_read(t[i], &r[i], 4, "reader behind an overflowing completion queue");
-        close_pair(&p[i]);
-    }
+    feed_readers(N, p, r, t, "reader behind an overflowing completion queue");
     expect_usable();
     st_destroy();
     cr_expect_eq(open_fd_count(), before);
