@@ -10,31 +10,6 @@ ST_TEST_SUITE(mmsg);
 #define BATCH 16
 #define MAX_LEN 64
 
-struct udp_pair {
-    st_netfd_t a, b;
-    unsigned short pa, pb;
-    struct sockaddr_in sa, sb;
-};
-
-static void udp_pair_open(struct udp_pair *u)
-{
-    int fa = st_test_bound_socket(SOCK_DGRAM, &u->pa);
-    int fb = st_test_bound_socket(SOCK_DGRAM, &u->pb);
-
-    u->a = st_netfd_open_socket(fa);
-    u->b = st_netfd_open_socket(fb);
-    cr_assert_not_null(u->a);
-    cr_assert_not_null(u->b);
-    st_test_loopback(&u->sa, u->pa);
-    st_test_loopback(&u->sb, u->pb);
-}
-
-static void udp_pair_close(struct udp_pair *u)
-{
-    cr_assert_eq(st_netfd_close(u->a), 0);
-    cr_assert_eq(st_netfd_close(u->b), 0);
-}
-
 /* Datagram i of a batch: i + 1 bytes (up to MAX_LEN), every byte 'A' + i. */
 static size_t payload_len(int i)
 {
@@ -121,14 +96,14 @@ static int received_ok(const struct in_batch *in, int k, int seq, unsigned short
 
 Test(mmsg, batch_sent_in_one_call_and_received_in_order)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct out_batch out;
     struct in_batch in;
     int got = 0;
     int i;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     cr_assert(st_test_is_nonblocking(st_netfd_fileno(u.a)));
     out_batch_fill(&out, 0, &u.sb);
     cr_assert_eq(st_sendmmsg(u.a, out.msgs, BATCH, 0, 1000000), BATCH);
@@ -153,18 +128,18 @@ Test(mmsg, batch_sent_in_one_call_and_received_in_order)
     /* Nothing more is queued. */
     in_batch_reset(&in);
     ST_ASSERT_FAILS(st_recvmmsg(u.b, in.msgs, BATCH, 0, ST_UTIME_NO_WAIT), ETIME);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(mmsg, queued_datagrams_are_received_in_several_calls)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct out_batch out;
     struct in_batch in;
     int i;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     out_batch_fill(&out, 0, &u.sb);
     cr_assert_eq(st_sendmmsg(u.a, out.msgs, 10, 0, 1000000), 10);
     /* Loopback delivers at once (a pause covers a deferred softirq): all ten are queued. */
@@ -181,18 +156,18 @@ Test(mmsg, queued_datagrams_are_received_in_several_calls)
     }
     in_batch_reset(&in);
     ST_ASSERT_FAILS(st_recvmmsg(u.b, in.msgs, 4, 0, ST_UTIME_NO_WAIT), ETIME);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(mmsg, connected_socket_needs_no_address)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct out_batch out;
     struct in_batch in;
     int got = 0;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     cr_assert_eq(st_connect(u.a, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 0);
     out_batch_fill(&out, 3, NULL);
     cr_assert_eq(st_sendmmsg(u.a, out.msgs, 5, 0, 1000000), 5);
@@ -209,7 +184,7 @@ Test(mmsg, connected_socket_needs_no_address)
         got += n;
     }
     cr_assert_eq(got, 5);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 struct batch_receiver {
@@ -257,13 +232,13 @@ static void *receive_batches(void *arg)
 
 Test(mmsg, recvmmsg_waits_until_data_arrives)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct out_batch out;
     struct batch_receiver r = {0};
     st_thread_t t;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     r.nfd = u.b;
     r.from_port = u.pa;
     r.want = 3;
@@ -281,7 +256,7 @@ Test(mmsg, recvmmsg_waits_until_data_arrives)
     cr_assert_eq(r.err, 0, "receiver failed: %s", strerror(r.err));
     cr_assert_eq(r.got, 3);
     cr_assert_geq(r.waited_us, 10000 - ST_TEST_SLACK_US);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 struct delayed_batch {
@@ -304,7 +279,7 @@ static void *send_batch_later(void *arg)
 
 Test(mmsg, blocked_primordial_wakes_for_a_batch)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct delayed_batch d = {0};
     struct in_batch in;
     st_thread_t t;
@@ -312,7 +287,7 @@ Test(mmsg, blocked_primordial_wakes_for_a_batch)
     int got = 0;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     d.nfd = u.a;
     d.to = &u.sb;
     d.count = BATCH;
@@ -334,18 +309,18 @@ Test(mmsg, blocked_primordial_wakes_for_a_batch)
     cr_assert_geq(st_test_now_us() - start, 3000 - ST_TEST_SLACK_US);
     cr_assert_eq(st_thread_join(t, NULL), 0);
     cr_assert_eq(d.rc, BATCH);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(mmsg, recvmmsg_timeout_is_etime)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct in_batch in;
     long long start;
     long long elapsed;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     cr_assert_eq(st_usleep(1000), 0);
     in_batch_reset(&in);
     start = st_test_now_us();
@@ -356,7 +331,7 @@ Test(mmsg, recvmmsg_timeout_is_etime)
     ST_ASSERT_FAILS(st_recvmmsg(u.b, in.msgs, BATCH, 0, ST_UTIME_NO_WAIT), ETIME);
     /* Nothing was written into the vector. */
     cr_assert_eq(in.msgs[0].msg_len, 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 struct blocked_call {
@@ -383,13 +358,13 @@ static void *recvmmsg_forever(void *arg)
 
 Test(mmsg, interrupt_wakes_recvmmsg_with_eintr)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct blocked_call b = {.rc = 99};
     struct in_batch in;
     st_thread_t t;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     b.nfd = u.b;
     t = st_thread_create(recvmmsg_forever, &b, 1, 0);
     cr_assert_not_null(t);
@@ -414,7 +389,7 @@ Test(mmsg, interrupt_wakes_recvmmsg_with_eintr)
     in_batch_reset(&in);
     cr_assert_eq(st_recvmmsg(u.b, in.msgs, BATCH, 0, 1000000), 1);
     cr_assert_eq(in.data[0][0], 'x');
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(mmsg, null_netfd_is_ebadf)
@@ -436,12 +411,12 @@ Test(mmsg, null_netfd_is_ebadf)
 
 Test(mmsg, zero_messages_return_zero_at_once)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct in_batch in;
     long long start;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     in_batch_reset(&in);
     /* Linux answers 0 for vlen 0 without waiting, data queued or not. */
     start = st_test_now_us();
@@ -456,18 +431,18 @@ Test(mmsg, zero_messages_return_zero_at_once)
     cr_assert_eq(st_recvmmsg(u.b, in.msgs, BATCH, 0, 1000000), 1);
     cr_assert_eq(in.msgs[0].msg_len, 4);
     cr_assert_eq(memcmp(in.data[0], "kept", 4), 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(mmsg, failure_part_way_returns_the_count_sent)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct out_batch out;
     struct in_batch in;
     int got = 0;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     out_batch_fill(&out, 0, &u.sb);
     /* Message 2 has an address too short to use. */
     out.msgs[2].msg_hdr.msg_namelen = 2;
@@ -483,19 +458,19 @@ Test(mmsg, failure_part_way_returns_the_count_sent)
     cr_assert_eq(got, 2);
     /* Failing on the first message is an error, reported at once. */
     ST_ASSERT_FAILS(st_sendmmsg(u.a, &out.msgs[2], 2, 0, 1000000), EINVAL);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(mmsg, truncated_datagram_is_flagged)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     char big[MAX_LEN];
     char small[8];
     struct iovec iov = {small, sizeof(small)};
     struct mmsghdr msg;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     memset(big, 'z', sizeof(big));
     cr_assert_eq(st_sendto(u.a, big, sizeof(big), (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000),
                  (int)sizeof(big));
@@ -505,7 +480,7 @@ Test(mmsg, truncated_datagram_is_flagged)
     cr_assert_eq(st_recvmmsg(u.b, &msg, 1, 0, 1000000), 1);
     cr_assert_eq(msg.msg_len, sizeof(small));
     cr_assert_neq(msg.msg_hdr.msg_flags & MSG_TRUNC, 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 /*
@@ -634,7 +609,7 @@ Test(mmsg, sendmmsg_waits_for_room)
 
 /* Many coroutines each receive their own batches on their own sockets. */
 struct peer {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct batch_receiver r;
     st_thread_t t;
 };
@@ -648,7 +623,7 @@ Test(mmsg, many_receivers_each_get_their_batches)
 
     st_test_init();
     for (i = 0; i < PEERS; i++) {
-        udp_pair_open(&peers[i].u);
+        st_test_udp_pair_open(&peers[i].u);
         memset(&peers[i].r, 0, sizeof(peers[i].r));
         peers[i].r.nfd = peers[i].u.b;
         peers[i].r.from_port = peers[i].u.pa;
@@ -667,6 +642,6 @@ Test(mmsg, many_receivers_each_get_their_batches)
         cr_assert_eq(peers[i].r.got, BATCH, "receiver %d got %d (%s)", i, peers[i].r.got,
                      strerror(peers[i].r.err));
         cr_assert_eq(peers[i].r.err, 0);
-        udp_pair_close(&peers[i].u);
+        st_test_udp_pair_close(&peers[i].u);
     }
 }

@@ -304,6 +304,37 @@ static inline st_netfd_t st_test_tcp_socket(void)
     return nfd;
 }
 
+/*
+ * Two UDP netfds on 127.0.0.1, each on its own ephemeral port (pa, pb), with
+ * each one's address (sa, sb) to send to. The sockets come from
+ * st_test_bound_socket(), so they do NOT set SO_REUSEADDR: on UDP it let the
+ * kernel hand both sockets the same port.
+ */
+struct st_test_udp_pair {
+    st_netfd_t a, b;
+    unsigned short pa, pb;
+    struct sockaddr_in sa, sb;
+};
+
+static inline void st_test_udp_pair_open(struct st_test_udp_pair *u)
+{
+    int fa = st_test_bound_socket(SOCK_DGRAM, &u->pa);
+    int fb = st_test_bound_socket(SOCK_DGRAM, &u->pb);
+
+    u->a = st_netfd_open_socket(fa);
+    u->b = st_netfd_open_socket(fb);
+    cr_assert_not_null(u->a);
+    cr_assert_not_null(u->b);
+    st_test_loopback(&u->sa, u->pa);
+    st_test_loopback(&u->sb, u->pb);
+}
+
+static inline void st_test_udp_pair_close(struct st_test_udp_pair *u)
+{
+    cr_assert_eq(st_netfd_close(u->a), 0);
+    cr_assert_eq(st_netfd_close(u->b), 0);
+}
+
 /* Asserts that expr failed with -1 and the given errno. */
 #define ST_ASSERT_FAILS(expr, err)                                                                 \
     do {                                                                                           \

@@ -5,40 +5,15 @@
 
 ST_TEST_SUITE(udp_msg);
 
-struct udp_pair {
-    st_netfd_t a, b;
-    unsigned short pa, pb;
-    struct sockaddr_in sa, sb;
-};
-
-static void udp_pair_open(struct udp_pair *u)
-{
-    int fa = st_test_bound_socket(SOCK_DGRAM, &u->pa);
-    int fb = st_test_bound_socket(SOCK_DGRAM, &u->pb);
-
-    u->a = st_netfd_open_socket(fa);
-    u->b = st_netfd_open_socket(fb);
-    cr_assert_not_null(u->a);
-    cr_assert_not_null(u->b);
-    st_test_loopback(&u->sa, u->pa);
-    st_test_loopback(&u->sb, u->pb);
-}
-
-static void udp_pair_close(struct udp_pair *u)
-{
-    cr_assert_eq(st_netfd_close(u->a), 0);
-    cr_assert_eq(st_netfd_close(u->b), 0);
-}
-
 Test(udp_msg, sendto_recvfrom)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct sockaddr_in from;
     int fromlen = sizeof(from);
     char buf[32] = {0};
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     cr_assert(st_test_is_nonblocking(st_netfd_fileno(u.a)));
     cr_assert_eq(st_sendto(u.a, "datagram", 8, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 8);
     cr_assert_eq(st_recvfrom(u.b, buf, sizeof(buf), (struct sockaddr *)&from, &fromlen, 1000000),
@@ -54,7 +29,7 @@ Test(udp_msg, sendto_recvfrom)
     cr_assert_eq(memcmp(buf, "one", 3), 0);
     cr_assert_eq(st_recvfrom(u.a, buf, sizeof(buf), NULL, NULL, 1000000), 3);
     cr_assert_eq(memcmp(buf, "two", 3), 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 struct delayed_send {
@@ -74,13 +49,13 @@ static void *send_later(void *arg)
 
 Test(udp_msg, recvfrom_waits_for_a_datagram)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct delayed_send d;
     st_thread_t t;
     char buf[16] = {0};
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     d.nfd = u.a;
     d.to = u.sb;
     t = st_thread_create(send_later, &d, 1, 0);
@@ -88,18 +63,18 @@ Test(udp_msg, recvfrom_waits_for_a_datagram)
     cr_assert_eq(st_recvfrom(u.b, buf, sizeof(buf), NULL, NULL, 5000000), 5);
     cr_assert_str_eq(buf, "later");
     cr_assert_eq(st_thread_join(t, NULL), 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, recvfrom_timeout_is_etime)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     char buf[16];
     long long start;
     long long elapsed;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     cr_assert_eq(st_usleep(1000), 0);
     start = st_test_now_us();
     ST_ASSERT_FAILS(st_recvfrom(u.b, buf, sizeof(buf), NULL, NULL, 20000), ETIME);
@@ -107,30 +82,30 @@ Test(udp_msg, recvfrom_timeout_is_etime)
     cr_assert_geq(elapsed, 20000 - ST_TEST_SLACK_US);
     cr_assert_lt(elapsed, ST_TEST_LATE_US);
     ST_ASSERT_FAILS(st_recvfrom(u.b, buf, sizeof(buf), NULL, NULL, ST_UTIME_NO_WAIT), ETIME);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, negative_length_is_einval)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     char buf[16];
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     ST_ASSERT_FAILS(st_recvfrom(u.b, buf, -1, NULL, NULL, 1000), EINVAL);
     ST_ASSERT_FAILS(st_sendto(u.a, buf, -5, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000), EINVAL);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, sendto_errors_are_reported)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     /* Too short an address. */
     ST_ASSERT_FAILS(st_sendto(u.a, "x", 1, (struct sockaddr *)&u.sb, 2, 1000), EINVAL);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 struct udp_reader {
@@ -152,12 +127,12 @@ static void *recv_forever(void *arg)
 
 Test(udp_msg, interrupt_wakes_recvfrom)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct udp_reader r = {.rc = 99};
     st_thread_t t;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     r.nfd = u.b;
     t = st_thread_create(recv_forever, &r, 1, 0);
     cr_assert_not_null(t);
@@ -166,18 +141,18 @@ Test(udp_msg, interrupt_wakes_recvfrom)
     cr_assert_eq(st_thread_join(t, NULL), 0);
     cr_assert_eq(r.rc, -1);
     cr_assert_eq(r.err, EINTR);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, two_receivers_share_a_socket)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct udp_reader r[2] = {{.rc = 99}, {.rc = 99}};
     st_thread_t t[2];
     int i;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     for (i = 0; i < 2; i++) {
         r[i].nfd = u.b;
         t[i] = st_thread_create(recv_forever, &r[i], 1, 0);
@@ -190,12 +165,12 @@ Test(udp_msg, two_receivers_share_a_socket)
         cr_assert_eq(st_thread_join(t[i], NULL), 0);
         cr_assert_eq(r[i].rc, 1, "receiver %d: rc %d errno %d", i, r[i].rc, r[i].err);
     }
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, sendmsg_recvmsg)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct iovec out[2] = {{"head-", 5}, {"tail", 4}};
     char h[5];
     char t[16] = {0};
@@ -204,7 +179,7 @@ Test(udp_msg, sendmsg_recvmsg)
     struct msghdr msg;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     memset(&msg, 0, sizeof(msg));
     msg.msg_name = &u.sb;
     msg.msg_namelen = sizeof(u.sb);
@@ -224,7 +199,7 @@ Test(udp_msg, sendmsg_recvmsg)
     cr_assert_eq(msg.msg_namelen, sizeof(struct sockaddr_in));
     cr_assert_eq(ntohs(from.sin_port), u.pa);
     cr_assert_eq(msg.msg_flags & MSG_TRUNC, 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 static void *sendmsg_later(void *arg)
@@ -245,7 +220,7 @@ static void *sendmsg_later(void *arg)
 
 Test(udp_msg, recvmsg_waits_and_times_out)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct delayed_send d;
     char buf[8] = {0};
     struct iovec iov = {buf, sizeof(buf) - 1};
@@ -254,7 +229,7 @@ Test(udp_msg, recvmsg_waits_and_times_out)
     long long start;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -270,18 +245,18 @@ Test(udp_msg, recvmsg_waits_and_times_out)
     cr_assert_eq(st_recvmsg(u.b, &msg, 0, 5000000), 3);
     cr_assert_str_eq(buf, "msg");
     cr_assert_eq(st_thread_join(t, NULL), 0);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, recvmsg_with_flags)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     char buf[8] = {0};
     struct iovec iov = {buf, sizeof(buf) - 1};
     struct msghdr msg;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     cr_assert_eq(st_sendto(u.a, "peek", 4, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 4);
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = &iov;
@@ -293,23 +268,23 @@ Test(udp_msg, recvmsg_with_flags)
     cr_assert_eq(st_recvmsg(u.b, &msg, 0, 1000000), 4);
     cr_assert_str_eq(buf, "peek");
     ST_ASSERT_FAILS(st_recvmsg(u.b, &msg, 0, ST_UTIME_NO_WAIT), ETIME);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, sendmsg_error_is_reported)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct iovec iov = {"x", 1};
     struct msghdr msg;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     /* No destination on an unconnected datagram socket. */
     ST_ASSERT_FAILS(st_sendmsg(u.a, &msg, 0, 1000), EDESTADDRREQ);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }
 
 static void *send_burst(void *arg)
@@ -333,7 +308,7 @@ static void *send_burst(void *arg)
 
 Test(udp_msg, burst_of_datagrams)
 {
-    struct udp_pair u;
+    struct st_test_udp_pair u;
     struct delayed_send d;
     st_thread_t t;
     char buf[2048];
@@ -342,7 +317,7 @@ Test(udp_msg, burst_of_datagrams)
     void *ret = NULL;
 
     st_test_init();
-    udp_pair_open(&u);
+    st_test_udp_pair_open(&u);
     d.nfd = u.a;
     d.to = u.sb;
     t = st_thread_create(send_burst, &d, 1, 0);
@@ -357,5 +332,5 @@ Test(udp_msg, burst_of_datagrams)
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, (void *)1);
     cr_assert_eq(got, 200);
-    udp_pair_close(&u);
+    st_test_udp_pair_close(&u);
 }

@@ -16,23 +16,13 @@ set -u
 
 lookup_bin=$1
 server_bin=$2
-dir=$(mktemp -d)
-pids=
-cleanup() {
-    for pid in $pids; do kill "$pid" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
 
-failures=0
-checks=0
-pass() { checks=$((checks + 1)); }
-fail() {
-    checks=$((checks + 1))
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-}
+# $dir, cleanup on exit, pass/fail, start_server and the summary line.
+# shellcheck source-path=SCRIPTDIR source=example_test_lib.sh
+. "$(dirname "$0")/example_test_lib.sh"
+
+# The results here are lists of lines: this expect_eq, unlike the shared
+# one, shows a mismatch as two blocks.
 expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
     if [ "$2" = "$3" ]; then
         pass
@@ -43,30 +33,10 @@ expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# start NAME ARGS...: runs dns_fake_server and sets $port.
-start() {
-    name=$1
-    shift
-    "$server_bin" "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
-    pids="$pids $!"
-    port=
-    tries=0
-    while [ -z "$port" ] && [ "$tries" -lt 100 ]; do
-        port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$dir/$name.out")
-        [ -n "$port" ] || sleep 0.05
-        tries=$((tries + 1))
-    done
-    if [ -z "$port" ]; then
-        echo "FAIL: dns_fake_server ($name) did not report its port"
-        cat "$dir/$name.err"
-        exit 1
-    fi
-}
-
-start zone -p 0 -t 30 -d 500
-zone=127.0.0.1:$port
-start mute -p 0 -t 30 -n
-mute=127.0.0.1:$port
+start_server zone "$server_bin" -p 0 -t 30 -d 500
+zone=127.0.0.1:$started_port
+start_server mute "$server_bin" -p 0 -t 30 -n
+mute=127.0.0.1:$started_port
 echo "dns_fake_server on $zone, a silent one on $mute"
 
 # ---- every kind of result ---------------------------------------------------
@@ -134,8 +104,4 @@ expect_eq "no names: usage error" 2 "$?"
 "$lookup_bin" -s 'not-an-address' one.test >/dev/null 2>&1
 expect_eq "bad server: usage error" 2 "$?"
 
-if [ "$failures" -ne 0 ]; then
-    echo "FAIL: $failures of $checks checks failed"
-    exit 1
-fi
-echo "PASS: dns_lookup, $checks checks"
+finish_checks dns_lookup

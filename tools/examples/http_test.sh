@@ -18,35 +18,12 @@
 set -u
 
 server_bin=$1
-for tool in curl wrk timeout; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "SKIP: $tool is not installed (Debian package: $tool)"
-        exit 77
-    fi
-done
+# $dir, cleanup on exit, require_tools, pass/fail/expect_eq, start_server
+# and stop_server.
+# shellcheck source-path=SCRIPTDIR source=example_test_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/example_test_lib.sh"
+require_tools curl wrk timeout
 
-dir=$(mktemp -d)
-server_pid=
-bg_pids=()
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
-    for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-failures=0
-checks=0
-pass() { checks=$((checks + 1)); }
-fail() {
-    checks=$((checks + 1))
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-}
-expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then pass; else fail "$1: expected '$2', got '$3'"; fi
-}
 expect_match() { # expect_match WHAT REGEX TEXT
     if grep -Eq -- "$2" <<<"$3"; then pass; else fail "$1: no match for '$2' in: $(head -c 300 <<<"$3")"; fi
 }
@@ -64,28 +41,8 @@ ln -s ../secret.txt "$root/leak.txt"  # leads out of the root: refused
 ln -s small.txt "$root/link.txt"      # stays inside: served
 mkfifo "$root/fifo"                   # not a regular file: 404, without hanging
 
-# start_server NAME ARGS...: runs http_server with ARGS in the background,
-# output in $dir/NAME.out; sets $started_pid and $started_port.
-start_server() {
-    local name=$1
-    shift
-    "$server_bin" "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
-    started_pid=$!
-    started_port=
-    for _ in $(seq 100); do
-        started_port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$dir/$name.out")
-        [ -n "$started_port" ] && return 0
-        kill -0 "$started_pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "FAIL: http_server ($name) did not report its port"
-    cat "$dir/$name.err"
-    kill "$started_pid" 2>/dev/null
-    exit 1
-}
-
 # ---- start: 2 workers, short timeouts so that they can be observed ----------
-start_server server -p 0 -r "$root" -w 2 -t 40 -i 2 -T 1
+start_server server "$server_bin" -p 0 -r "$root" -w 2 -t 40 -i 2 -T 1
 server_pid=$started_pid
 port=$started_port
 echo "http_server pid $server_pid listening on 127.0.0.1:$port (2 workers)"
@@ -110,14 +67,16 @@ raw() {
     out=$(raw 'GET /small.txt HTTP/1.1\r\nHost: x\r\n' | head -n 1 | tr -d '\r')
     echo "$out $((($(date +%s%N) - start) / 1000000))" >"$dir/t408"
 ) &
-bg_pids+=($!)
+t408_pid=$!
+track "$t408_pid"
 # Idle timeout (-i 2): a connection that sends nothing is closed, silently.
 (
     start=$(date +%s%N)
     out=$(raw '' | wc -c)
     echo "$out $((($(date +%s%N) - start) / 1000000))" >"$dir/tidle"
 ) &
-bg_pids+=($!)
+tidle_pid=$!
+track "$tidle_pid"
 
 # ---- curl: bodies, HEAD, index ----------------------------------------------
 code=$(curl -s -D "$dir/h" -o "$dir/b" -w '%{http_code}' "$url/small.txt")
@@ -197,8 +156,8 @@ expect_eq "HTTP/1.0 closes" "1 1 " "$(conns --http1.0)"
 expect_eq "HTTP/1.0 Connection: keep-alive" "1 0 " "$(conns --http1.0 -H 'Connection: keep-alive')"
 
 # ---- the two timeouts ------------------------------------------------------------
-wait "${bg_pids[@]}"
-bg_pids=()
+wait "$t408_pid" "$tidle_pid"
+untrack "$t408_pid" "$tidle_pid"
 t408=$(cat "$dir/t408")
 expect_match "408 after the request timeout" '^HTTP/1.1 408 Request Timeout ' "$t408"
 ms=${t408##* }
@@ -211,10 +170,9 @@ if [ "$ms" -ge 1800 ] && [ "$ms" -lt 4500 ]; then pass; else fail "idle close af
 # Against a second server with the default timeouts: on a loaded machine a
 # request head can take longer than the first server's 1 s to arrive, and
 # the 408 that follows would count as a socket error of the load.
-start_server load_server -p 0 -r "$root" -w 2 -t 40
+start_server load_server "$server_bin" -p 0 -r "$root" -w 2 -t 40
 load_pid=$started_pid
 load_port=$started_port
-bg_pids+=("$load_pid")
 run_wrk() { # run_wrk CONNECTIONS SECONDS
     local out requests
     out=$(wrk -t2 -c"$1" -d"$2"s "http://127.0.0.1:$load_port/small.txt" 2>&1)
@@ -235,34 +193,16 @@ else
 fi
 
 # ---- stop: SIGTERM to the parent reaches both workers ----------------------------
-stop_server() { # stop_server PID: SIGTERM; sets $status to its exit status
-    kill -TERM "$1"
-    status=
-    for _ in $(seq 100); do
-        if ! kill -0 "$1" 2>/dev/null; then
-            wait "$1"
-            status=$?
-            return
-        fi
-        sleep 0.05
-    done
-}
 stop_server "$server_pid"
-server_pid=
-expect_eq "http_server exit status after SIGTERM" 0 "${status:-still running}"
+expect_eq "http_server exit status after SIGTERM" 0 "$stopped_status"
 cat "$dir/server.out"
 if [ -s "$dir/server.err" ]; then sed 's/^/  server: /' "$dir/server.err"; fi
 stop_server "$load_pid"
-bg_pids=()
-expect_eq "load http_server exit status after SIGTERM" 0 "${status:-still running}"
+expect_eq "load http_server exit status after SIGTERM" 0 "$stopped_status"
 cat "$dir/load_server.out"
 # wrk's connections are spread over both workers (SO_REUSEPORT).
 busy=$(grep -Ec '^worker [0-9]+: [0-9]+ connections, [1-9][0-9]* requests$' "$dir/load_server.out")
 expect_eq "workers of the load server that served requests" 2 "$busy"
 if [ -s "$dir/load_server.err" ]; then sed 's/^/  load server: /' "$dir/load_server.err"; fi
 
-if [ "$failures" -ne 0 ]; then
-    echo "FAIL: $failures of $checks checks failed"
-    exit 1
-fi
-echo "PASS: http_server, $checks checks"
+finish_checks http_server

@@ -19,82 +19,40 @@ proxy_bin=$1
 echo_bin=$2
 load_bin=$3
 http_bin=$4
-for tool in curl python3 timeout; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "SKIP: $tool is not installed"
-        exit 77
-    fi
-done
-
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-failures=0
-checks=0
-pass() { checks=$((checks + 1)); }
-fail() {
-    checks=$((checks + 1))
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-}
-expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then pass; else fail "$1: expected '$2', got '$3'"; fi
-}
-
-# start NAME COMMAND...: runs a server in the background and sets $port to
-# the port of its `listening on 127.0.0.1:<port>` line.
-start() {
-    local name=$1
-    shift
-    "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
-    pids+=($!)
-    last_pid=$!
-    port=
-    for _ in $(seq 100); do
-        port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$dir/$name.out")
-        [ -n "$port" ] && return 0
-        kill -0 "$last_pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "FAIL: $name did not report its port"
-    cat "$dir/$name.err"
-    exit 1
-}
+# $dir, cleanup on exit, require_tools, pass/fail/expect_eq, start_server
+# and stop_server.
+# shellcheck source-path=SCRIPTDIR source=example_test_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/example_test_lib.sh"
+require_tools curl python3 timeout
 
 root=$dir/root
 mkdir -p "$root"
 head -c 1048576 /dev/urandom >"$root/big.bin"
 printf 'hello, st\n' >"$root/small.txt"
 
-start http "$http_bin" -p 0 -r "$root" -t 30
-http_port=$port
-start echo "$echo_bin" -p 0 -t 30
-echo_port=$port
-start proxy_http "$proxy_bin" -l 0 -u "127.0.0.1:$http_port" -t 30
-proxy_http_port=$port
-start proxy_echo "$proxy_bin" -l 0 -u "127.0.0.1:$echo_port" -t 30 -i 2
-proxy_echo_pid=$last_pid
-proxy_echo_port=$port
+start_server http "$http_bin" -p 0 -r "$root" -t 30
+http_port=$started_port
+start_server echo "$echo_bin" -p 0 -t 30
+echo_port=$started_port
+start_server proxy_http "$proxy_bin" -l 0 -u "127.0.0.1:$http_port" -t 30
+proxy_http_port=$started_port
+start_server proxy_echo "$proxy_bin" -l 0 -u "127.0.0.1:$echo_port" -t 30 -i 2
+proxy_echo_pid=$started_pid
+proxy_echo_port=$started_port
 # An upstream port with nothing behind it: a socket that is bound but does
 # not listen refuses connections, and holds the port for the whole test (a
 # port that is let go may become the source port of one of the test's own
 # connections, and a connect from it to itself succeeds).
-start dead_port python3 -c '
+start_server dead_port python3 -c '
 import socket, time
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print("listening on 127.0.0.1:%d" % s.getsockname()[1], flush=True)
 time.sleep(3600)'
-dead_port=$port
-start proxy_dead "$proxy_bin" -l 0 -u "127.0.0.1:$dead_port" -t 30
-proxy_dead_pid=$last_pid
-proxy_dead_port=$port
+dead_port=$started_port
+start_server proxy_dead "$proxy_bin" -l 0 -u "127.0.0.1:$dead_port" -t 30
+proxy_dead_pid=$started_pid
+proxy_dead_port=$started_port
 echo "http_server :$http_port <- proxy :$proxy_http_port; echo_server :$echo_port <- proxy :$proxy_echo_port"
 
 # The idle timeout runs in the background: a connection that stays silent.
@@ -113,7 +71,7 @@ except socket.timeout:
 print(how, int((time.monotonic() - t0) * 1000))
 EOF
 idle_pid=$!
-pids+=("$idle_pid")
+track "$idle_pid"
 
 # ---- HTTP through the proxy ------------------------------------------------------
 code=$(curl -s -o "$dir/big" -w '%{http_code}' "http://127.0.0.1:$proxy_http_port/big.bin")
@@ -176,21 +134,9 @@ expect_eq "idle connection reset" reset "$how"
 if [ "${ms:-0}" -ge 1800 ] && [ "${ms:-0}" -lt 4500 ]; then pass; else fail "idle reset after ${ms} ms (want ~2000)"; fi
 
 # ---- stop ------------------------------------------------------------------------------
-stop() { # stop PID: SIGTERM; sets stopped_status to its exit status
-    stopped_status="still running"
-    kill -TERM "$1"
-    for _ in $(seq 100); do
-        if ! kill -0 "$1" 2>/dev/null; then
-            wait "$1"
-            stopped_status=$?
-            return
-        fi
-        sleep 0.05
-    done
-}
-stop "$proxy_echo_pid"
+stop_server "$proxy_echo_pid"
 expect_eq "tcp_proxy exit status after SIGTERM" 0 "$stopped_status"
-stop "$proxy_dead_pid"
+stop_server "$proxy_dead_pid"
 expect_eq "tcp_proxy (refused upstream) exit status after SIGTERM" 0 "$stopped_status"
 expect_eq "refused upstream counted" 1 \
     "$(sed -n 's/^stopped: .* \([0-9][0-9]*\) upstream failures$/\1/p' "$dir/proxy_dead.out")"
@@ -205,8 +151,4 @@ else
     fail "echo proxy traffic: '$up' bytes up, '$down' bytes down"
 fi
 
-if [ "$failures" -ne 0 ]; then
-    echo "FAIL: $failures of $checks checks failed"
-    exit 1
-fi
-echo "PASS: tcp_proxy, $checks checks"
+finish_checks tcp_proxy
