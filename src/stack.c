@@ -1,6 +1,7 @@
 #include "stack.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -23,6 +24,52 @@
 
 #define MAP_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE)
 
+/* Page-table guard markers (Linux 6.13); older headers lack the name. */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+/*
+ * How many cache-line offsets stack tops take (see colour_offset). The shift
+ * comes out of the top page's spare room, which also holds the coroutine
+ * object and the frames of a blocked call: up to 1984 bytes leaves about
+ * 2 KiB for them, so an idle coroutine still fits in one page (all 63 lines
+ * of the page would spread further, but cost a blocked st_read 0.96 KiB
+ * more RSS on average).
+ */
+#define TOP_COLOURS 32u
+#define COLOUR_STEP 64u
+
+/* Stacks with a mapping of their own (guarded ones), in all pools. */
+static atomic_size_t stacks_alone;
+
+bool st__stack_guard_markers_supported(void)
+{
+    static atomic_int known; /* 0: not asked yet, 1: supported, 2: not */
+    int answer = atomic_load_explicit(&known, memory_order_relaxed);
+    if (answer != 0) {
+        return answer == 1;
+    }
+    int saved_errno = errno;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    bool supported = false;
+    char *probe = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_FLAGS, -1, 0);
+    if (probe != MAP_FAILED) {
+        /*
+         * Success alone proves nothing: an emulator such as qemu-user takes
+         * advice it does not know for a hint and ignores it. A real guard
+         * makes the kernel's copy into the page fail, so getcwd(2) into it
+         * fails with EFAULT.
+         */
+        supported = madvise(probe, page, MADV_GUARD_INSTALL) == 0 && getcwd(probe, page) == NULL &&
+                    errno == EFAULT;
+        (void)munmap(probe, page);
+        atomic_store_explicit(&known, supported ? 1 : 2, memory_order_relaxed);
+    }
+    errno = saved_errno;
+    return supported;
+}
+
 void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, bool guard_pages)
 {
     st__list_init(&pool->cache);
@@ -32,7 +79,9 @@ void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, 
     pool->carve_end = NULL;
     pool->mode = mode;
     pool->pagesize = (size_t)sysconf(_SC_PAGESIZE);
+    pool->alone_limit = ST__STACKS_ALONE_MAX;
     pool->guard_pages = guard_pages;
+    pool->guard_markers = guard_pages && st__stack_guard_markers_supported();
     pool->randomize = false;
 }
 
@@ -103,12 +152,13 @@ void st__stack_unmap(struct st__stack *stack)
     ASAN_UNPOISON_MEMORY_REGION(base, size);
 #endif
     if (stack->in_slab) {
-        /* Everything below the page that holds the descriptor. */
-        size_t keep = (size_t)((char *)stack - base) & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
-        (void)madvise(base, keep, MADV_DONTNEED);
+        /* The usable stack below the page that holds the descriptor; a guard stays. */
+        size_t keep = (size_t)((char *)stack - stack->bottom) & ~((size_t)sysconf(_SC_PAGESIZE) - 1);
+        (void)madvise(stack->bottom, keep, MADV_DONTNEED);
         return;
     }
     (void)munmap(base, size);
+    atomic_fetch_sub_explicit(&stacks_alone, 1, memory_order_relaxed);
 }
 
 static struct st__stack *take_cached(struct st__stack_pool *pool, size_t size)
@@ -134,6 +184,21 @@ static size_t random_offset(const struct st__stack_pool *pool)
     return ((size_t)random() % room) & ~(size_t)15;
 }
 
+/*
+ * How far below the descriptor a stack's top goes, from the address where
+ * its mapping ends. Bits 12-15 of that address (the page's "colour") already
+ * differ between neighbours, since they lie an odd number of pages apart;
+ * the next five bits pick the cache line. Together the two spread the hot
+ * top-of-stack lines of 512 neighbouring stacks over 512 cache sets. (In a
+ * callgrind simulation of a 512 KiB 8-way cache, the st echo server at 1000
+ * connections missed 12.5 times per request instead of 16.7.)
+ */
+static size_t colour_offset(const struct st__stack_pool *pool, const char *end)
+{
+    uintptr_t page = (uintptr_t)end / pool->pagesize;
+    return (size_t)(page / 16 % TOP_COLOURS) * COLOUR_STEP;
+}
+
 /* One mapping per stack, with the guard page at its bottom. */
 static char *map_guarded(const struct st__stack_pool *pool, size_t map_size)
 {
@@ -145,6 +210,7 @@ static char *map_guarded(const struct st__stack_pool *pool, size_t map_size)
         (void)munmap(base, map_size);
         return NULL;
     }
+    atomic_fetch_add_explicit(&stacks_alone, 1, memory_order_relaxed);
     return base;
 }
 
@@ -173,12 +239,42 @@ static char *carve(struct st__stack_pool *pool, size_t map_size)
     return base;
 }
 
+/* A slab stack whose guard page is a page-table marker. */
+static char *carve_guarded(struct st__stack_pool *pool, size_t map_size)
+{
+    char *base = carve(pool, map_size);
+    if (base != NULL && madvise(base, pool->pagesize, MADV_GUARD_INSTALL) != 0) {
+        pool->carve_next = base; /* give the range back to the slab */
+        return NULL;
+    }
+    return base;
+}
+
+/* Where a new stack's range comes from: a slab, or a mapping of its own. */
+static char *map_range(struct st__stack_pool *pool, size_t map_size, bool *in_slab)
+{
+    *in_slab = true;
+    if (!pool->guard_pages) {
+        return carve(pool, map_size);
+    }
+    if (pool->guard_markers &&
+        atomic_load_explicit(&stacks_alone, memory_order_relaxed) >= pool->alone_limit) {
+        return carve_guarded(pool, map_size);
+    }
+    *in_slab = false;
+    return map_guarded(pool, map_size);
+}
+
 static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
 {
     size_t guard = pool->guard_pages ? pool->pagesize : 0;
-    /* One extra page holds the descriptor and the randomisation headroom. */
+    /* One extra page holds the descriptor and the colour or randomisation headroom. */
     size_t map_size = guard + size + pool->pagesize;
-    char *base = guard > 0 ? map_guarded(pool, map_size) : carve(pool, map_size);
+    if ((map_size / pool->pagesize) % 2 == 0) {
+        map_size += pool->pagesize; /* an odd number of pages from one stack to the next */
+    }
+    bool in_slab = false;
+    char *base = map_range(pool, map_size, &in_slab);
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -188,8 +284,8 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
     stack->map_size = map_size;
     stack->bottom = base + guard;
     stack->size = size;
-    stack->top = (char *)stack - (pool->randomize ? random_offset(pool) : 0);
-    stack->in_slab = guard == 0;
+    stack->top = (char *)stack - (pool->randomize ? random_offset(pool) : colour_offset(pool, base + map_size));
+    stack->in_slab = in_slab;
     stack->lsan_root = false;
     st__list_init(&stack->link);
     stack->valgrind_id = 0;

@@ -17,8 +17,24 @@
  * default), and one mapping per stack would cap a process far below a
  * million coroutines. A slab's stacks are never unmapped one by one; in free
  * mode their memory is handed back with madvise(MADV_DONTNEED) instead and
- * the address range is reused. (With guard pages each stack needs two
- * mappings whatever the layout: the guard splits it.)
+ * the address range is reused.
+ *
+ * A guard page made with mprotect splits a mapping, so a guarded stack
+ * needs two mappings of its own. Linux 6.13 and later can mark pages as
+ * guards in the page tables instead (madvise MADV_GUARD_INSTALL), which
+ * splits nothing, so guarded stacks can come from slabs too. They do only
+ * once the process has ST__STACKS_ALONE_MAX guarded stacks of their own:
+ * gdb's gcore (13.1) stops copying a mapping at its first guard marker, so a
+ * core file made that way would lack every stack of the slab. (The kernel's
+ * own core dumps skip just the guard pages.)
+ *
+ * Stacks of the same size would put their hot top-of-stack lines (the
+ * coroutine object, the frames of a blocked call) at the same address
+ * modulo the cache's way size, so that a few hundred coroutines fight over
+ * a handful of cache sets. Neighbouring stacks therefore get different
+ * "colours": they lie an odd number of pages apart, and each one's top
+ * moves down by 0 to 31 cache lines, chosen from its address, within the
+ * spare room of the top page.
  */
 #ifndef ST__STACK_H
 #define ST__STACK_H
@@ -52,6 +68,13 @@ struct st__slab {
     size_t size;
 };
 
+/*
+ * Guarded stacks that get mappings of their own, in the whole process, before
+ * slabs take over where the kernel has guard markers: 16384 mappings, a
+ * quarter of Linux's default vm.max_map_count.
+ */
+#define ST__STACKS_ALONE_MAX 8192u
+
 struct st__stack_pool {
     struct st__list cache;
     struct st__list graveyard;
@@ -61,10 +84,18 @@ struct st__stack_pool {
     enum st__stack_mode mode;
     size_t pagesize;
     bool guard_pages;
+    size_t alone_limit;   /* ST__STACKS_ALONE_MAX (tests lower it) */
+    bool guard_markers;   /* guard pages can be page-table markers (see above) */
     bool randomize;
 };
 
 void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, bool guard_pages);
+
+/*
+ * Whether this kernel makes guard pages with madvise(MADV_GUARD_INSTALL)
+ * (asked once per process). A pool with guard pages uses them when it can.
+ */
+bool st__stack_guard_markers_supported(void);
 
 /* Unmap every stack the pool holds (cached, waiting to be unmapped, slabs). */
 void st__stack_pool_fini(struct st__stack_pool *pool);

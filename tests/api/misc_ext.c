@@ -17,7 +17,7 @@ ST_TEST_SUITE(misc_ext);
 
 /* ---- st_randomize_stacks ------------------------------------------------------ */
 
-#define PROBES 32
+#define PROBES 64
 
 /*
  * Where a coroutine's frame is. The frame address, not a local's: with
@@ -119,20 +119,29 @@ static int distinct_page_offsets(const struct probe *probes)
     return nseen;
 }
 
-Test(misc_ext, fixed_stacks_put_locals_at_one_page_offset)
+/*
+ * Without randomisation, stack tops take one of 32 cache-line offsets
+ * (docs/design.md, "Stacks"), so that coroutines' hot lines do not all
+ * compete for the same cache sets.
+ */
+#define COLOURS 32
+
+Test(misc_ext, fixed_stacks_cycle_locals_through_a_few_page_offsets)
 {
     struct probe probes[PROBES];
-
     uintptr_t residue;
+    int n;
 
-    /* The control for the test below: same size, same frame, same offset. */
+    /* The control for the test below: a few fixed offsets, never more. */
     st_test_init();
     residue = reference_residue();
     probe_stacks(probes, 0);
-    cr_assert_eq(distinct_page_offsets(probes), 1);
+    n = distinct_page_offsets(probes);
+    cr_assert(n > 1 && n <= COLOURS, "%d distinct stack offsets among %d coroutines", n, PROBES);
     check_residue(probes, residue);
     probe_stacks(probes, 65536);
-    cr_assert_eq(distinct_page_offsets(probes), 1);
+    n = distinct_page_offsets(probes);
+    cr_assert(n > 1 && n <= COLOURS, "%d distinct stack offsets among %d coroutines", n, PROBES);
     check_residue(probes, residue);
 }
 
@@ -147,11 +156,11 @@ Test(misc_ext, randomized_stacks_move_locals_and_keep_alignment)
     cr_assert_eq(st_randomize_stacks(1), 0);
     probe_stacks(probes, 0);
     n = distinct_page_offsets(probes);
-    cr_assert_geq(n, PROBES / 4, "only %d distinct stack offsets among %d coroutines", n, PROBES);
+    cr_assert_gt(n, COLOURS, "only %d distinct stack offsets among %d coroutines", n, PROBES);
     check_residue(probes, residue);
     probe_stacks(probes, 65536);
     n = distinct_page_offsets(probes);
-    cr_assert_geq(n, PROBES / 4, "only %d distinct stack offsets among %d coroutines", n, PROBES);
+    cr_assert_gt(n, COLOURS, "only %d distinct stack offsets among %d coroutines", n, PROBES);
     check_residue(probes, residue);
 }
 
@@ -163,7 +172,7 @@ Test(misc_ext, randomize_set_before_init_applies_after_it)
     st_test_init();
     cr_assert_eq(st_randomize_stacks(1), 1);
     probe_stacks(probes, 0);
-    cr_assert_geq(distinct_page_offsets(probes), PROBES / 4);
+    cr_assert_gt(distinct_page_offsets(probes), COLOURS);
 }
 
 struct deep {

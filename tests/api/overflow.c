@@ -68,6 +68,30 @@ static void overflow_in_a_coroutine(void)
     _exit(3); /* not reached */
 }
 
+static void *park(void *arg)
+{
+    (void)arg;
+    (void)st_sleep(-1);
+    return NULL;
+}
+
+/*
+ * Past several thousand coroutines, guarded stacks are carved from shared
+ * slabs where the kernel has page-table guard markers (docs/design.md,
+ * "Stacks"). Their overflows are reported just the same.
+ */
+static void overflow_after_many_coroutines(void)
+{
+    enum { PARKED = 9000 };
+    st_test_init();
+    for (int i = 0; i < PARKED; i++) {
+        if (st_thread_create(park, NULL, 0, STACK_SIZE) == NULL) {
+            _exit(4);
+        }
+    }
+    overflow_in_a_coroutine();
+}
+
 ST_TEST_SUITE(overflow);
 
 #ifdef ST_TEST_GUARD_PAGES
@@ -84,6 +108,19 @@ Test(overflow, is_reported_and_the_process_dies_of_sigsegv, .timeout = ST_TEST_T
     snprintf(start, sizeof(start), "start function %p", (void *)(uintptr_t)runaway);
     cr_expect_not_null(strstr(out.err, start), "no %s in: %s", start, out.err);
     cr_expect_not_null(strstr(out.err, ", stack 0x"), "no stack bounds in: %s", out.err);
+}
+
+Test(overflow, is_reported_in_a_slab_stack_too, .timeout = ST_TEST_TIMEOUT)
+{
+    struct outcome out;
+    run_child(overflow_after_many_coroutines, &out);
+    cr_expect(WIFSIGNALED(out.status) && WTERMSIG(out.status) == SIGSEGV,
+              "status %#x: expected death by SIGSEGV", out.status);
+    char start[64];
+    snprintf(start, sizeof(start), "start function %p", (void *)(uintptr_t)runaway);
+    cr_expect_not_null(strstr(out.err, "st: stack overflow in coroutine 0x"), "stderr: %s",
+                       out.err);
+    cr_expect_not_null(strstr(out.err, start), "no %s in: %s", start, out.err);
 }
 
 static void app_handler(int sig, siginfo_t *info, void *context)

@@ -35,8 +35,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "heap.h"
 #include "fault_checks.h"
+#include "heap.h"
+#include "sched.h"
 #include "st.h"
 #include "stack.h"
 
@@ -673,6 +674,31 @@ Test(faults2, guard_page_failure_unmaps_and_a_failed_unmap_is_survived)
     disarm(F_MUNMAP);
     cr_expect_eq(st_get_eventsys(), -1);
     init_with(-1);
+    expect_usable();
+}
+
+/* Skips the calling test, saying why, on a kernel without guard markers. */
+static void require_guard_markers(void)
+{
+    if (!st__stack_guard_markers_supported()) {
+        cr_skip_test("this kernel has no page-table guard markers (MADV_GUARD_INSTALL, Linux 6.13)");
+    }
+}
+
+Test(faults2, guard_marker_failure_reports_enomem_and_gives_the_range_back)
+{
+    require_guard_markers();
+    init_with(-1);
+    struct st__stack_pool *pool = &st__sched_peek()->stacks;
+    cr_assert(pool->guard_markers);
+    pool->alone_limit = 0; /* from slabs at once */
+    st_thread_t first = st_thread_create(return_arg, NULL, 1, 0);
+    cr_assert_not_null(first);
+    char *next = pool->carve_next;
+    arm(F_MADVISE, 1, ENOMEM);
+    EXPECT_FAIL_NULL(st_thread_create(return_arg, NULL, 1, 0), ENOMEM);
+    cr_expect_eq(pool->carve_next, next, "the slab range of the failed stack is free again");
+    cr_assert_eq(st_thread_join(first, NULL), 0);
     expect_usable();
 }
 

@@ -47,6 +47,27 @@ Test(stack, zero_or_absurd_sizes_fail_with_enomem)
     st__stack_pool_fini(&pool);
 }
 
+static int mapping_count(void)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(maps);
+    int lines = 0;
+    int c;
+    while ((c = fgetc(maps)) != EOF) {
+        lines += c == '\n';
+    }
+    fclose(maps);
+    return lines;
+}
+
+/* Skips the calling test, saying why, on a kernel without guard markers. */
+static void require_guard_markers(void)
+{
+    if (!st__stack_guard_markers_supported()) {
+        cr_skip_test("this kernel has no page-table guard markers (MADV_GUARD_INSTALL, Linux 6.13)");
+    }
+}
+
 Test(stack, guard_page_faults_on_overflow, .signal = SIGSEGV)
 {
     struct st__stack_pool pool;
@@ -55,6 +76,133 @@ Test(stack, guard_page_faults_on_overflow, .signal = SIGSEGV)
     cr_assert_not_null(stack);
     volatile char *below = stack->bottom - 1;
     *below = 1; /* must fault */
+}
+
+Test(stack, mprotect_guard_page_faults_on_overflow, .signal = SIGSEGV)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    pool.guard_markers = false; /* what kernels before 6.13 get */
+    struct st__stack *stack = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(stack);
+    cr_assert_not(stack->in_slab);
+    volatile char *below = stack->bottom - 1;
+    *below = 1; /* must fault */
+}
+
+Test(stack, guard_markers_fault_below_a_slab_stack, .signal = SIGSEGV)
+{
+    require_guard_markers();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    cr_assert(pool.guard_markers);
+    pool.alone_limit = 0; /* from slabs at once */
+    struct st__stack *first = st__stack_acquire(&pool, 4 * page());
+    struct st__stack *second = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(first);
+    cr_assert_not_null(second);
+    cr_assert(second->in_slab);
+    cr_assert_eq(second->map_base, first->map_base + first->map_size, "carved side by side");
+    first->top[-1] = 1; /* the neighbour's memory is usable right up to the guard */
+    volatile char *below = second->bottom - 1;
+    *below = 1; /* must fault */
+}
+
+Test(stack, free_mode_keeps_the_guard_marker_of_a_reused_slab_stack, .signal = SIGSEGV)
+{
+    require_guard_markers();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_FREE, true);
+    pool.alone_limit = 0; /* from slabs at once */
+    struct st__stack *a = st__stack_acquire(&pool, 4 * page());
+    cr_assert_not_null(a);
+    cr_assert(a->in_slab);
+    a->bottom[0] = 42;
+    st__stack_release(&pool, a);
+    st__stack_reclaim(&pool);
+    cr_assert_eq(a->bottom[0], 0, "its memory went back to the OS (reads as zero)");
+    struct st__stack *b = st__stack_acquire(&pool, 4 * page());
+    cr_assert_eq(b, a, "the range is handed out again");
+    volatile char *below = b->bottom - 1;
+    *below = 1; /* must fault: handing the memory back kept the guard */
+}
+
+Test(stack, guarded_stacks_come_from_slabs_past_the_mappings_budget)
+{
+    require_guard_markers();
+    enum { ALONE = ST__STACKS_ALONE_MAX, MORE = 10000, COUNT = ALONE + MORE };
+    static struct st__stack *stacks[COUNT];
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    int before = mapping_count();
+    for (int i = 0; i < ALONE; i++) {
+        stacks[i] = st__stack_acquire(&pool, page());
+        cr_assert_not_null(stacks[i]);
+        cr_assert_not(stacks[i]->in_slab, "stack %d: gcore copies stacks of their own whole", i);
+    }
+    int alone = mapping_count() - before;
+    cr_expect_geq(alone, 2 * ALONE, "a stack and its mprotect'ed guard page");
+    for (int i = ALONE; i < COUNT; i++) {
+        stacks[i] = st__stack_acquire(&pool, page());
+        cr_assert_not_null(stacks[i]);
+        cr_assert(stacks[i]->in_slab, "stack %d", i);
+        stacks[i]->bottom[0] = (char)i; /* each is its own memory */
+    }
+    int grown = mapping_count() - before - alone;
+    cr_expect_lt(grown, MORE / 20, "%d guarded slab stacks took %d new mappings", MORE, grown);
+    for (int i = 0; i < COUNT; i++) {
+        cr_assert(i < ALONE || stacks[i]->bottom[0] == (char)i);
+        st__stack_release(&pool, stacks[i]);
+    }
+    st__stack_pool_fini(&pool);
+}
+
+/* A moved top stays 16-byte aligned, below the descriptor, with the asked size under it. */
+static void expect_sound_top(const struct st__stack *s)
+{
+    cr_expect_eq((uintptr_t)s->top % 16, 0);
+    cr_expect_leq(s->top, (const char *)s);
+    cr_expect_geq((size_t)(s->top - s->bottom), s->size);
+}
+
+Test(stack, tops_stay_in_the_top_page_and_keep_the_asked_size)
+{
+    enum { COUNT = 64 };
+    struct st__stack *stacks[COUNT];
+    for (int guard = 0; guard <= 1; guard++) {
+        struct st__stack_pool pool;
+        st__stack_pool_init(&pool, ST__STACK_CACHE, guard != 0);
+        for (int i = 0; i < COUNT; i++) {
+            struct st__stack *s = stacks[i] = st__stack_acquire(&pool, 16 * page());
+            cr_assert_not_null(s);
+            expect_sound_top(s);
+            cr_expect_eq(s->map_size / page() % 2, 1, "an odd number of pages");
+            cr_expect_eq((uintptr_t)s->top / page(), ((uintptr_t)s - 1) / page(),
+                         "the top stays in the descriptor's page");
+        }
+        for (int i = 0; i < COUNT; i++) {
+            st__stack_release(&pool, stacks[i]);
+        }
+        st__stack_pool_fini(&pool);
+    }
+}
+
+Test(stack, neighbouring_stack_tops_fall_in_different_cache_sets)
+{
+    enum { COUNT = 64 };
+    uintptr_t sets[COUNT];
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, false); /* slab stacks: placed side by side */
+    for (int i = 0; i < COUNT; i++) {
+        struct st__stack *s = st__stack_acquire(&pool, 16 * page());
+        cr_assert_not_null(s);
+        /* The set of a 512 KiB 8-way cache with 64-byte lines: address bits 6-15. */
+        sets[i] = ((uintptr_t)s->top >> 6) & 1023;
+        for (int j = 0; j < i; j++) {
+            cr_expect_neq(sets[i], sets[j], "stacks %d and %d: top lines in one cache set", j, i);
+        }
+    }
+    st__stack_pool_fini(&pool);
 }
 
 Test(stack, without_guard_pages_the_mapping_starts_at_the_bottom)
@@ -131,28 +279,13 @@ Test(stack, randomised_tops_stay_aligned_and_inside_the_mapping)
     for (int i = 0; i < 32; i++) {
         struct st__stack *s = st__stack_acquire(&pool, 4 * page());
         cr_assert_not_null(s);
-        cr_expect_eq((uintptr_t)s->top % 16, 0);
-        cr_expect_leq(s->top, (char *)s);
-        cr_expect_geq((size_t)(s->top - s->bottom), s->size);
+        expect_sound_top(s);
         moved = moved || s->top != (char *)s;
         st__stack_release(&pool, s);
         st__stack_reclaim(&pool);
     }
     cr_expect(moved, "randomisation never moved the top of the stack");
     st__stack_pool_fini(&pool);
-}
-
-static int mapping_count(void)
-{
-    FILE *maps = fopen("/proc/self/maps", "r");
-    cr_assert_not_null(maps);
-    int lines = 0;
-    int c;
-    while ((c = fgetc(maps)) != EOF) {
-        lines += c == '\n';
-    }
-    fclose(maps);
-    return lines;
 }
 
 Test(stack, guardless_stacks_share_slabs_instead_of_one_mapping_each)
