@@ -115,7 +115,7 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
     pool->carve_end = NULL;
 }
 
-void st__stack_reclaim(struct st__stack_pool *pool)
+void st__stack_reclaim_queued(struct st__stack_pool *pool)
 {
     struct st__list *link;
     while ((link = st__list_first(&pool->graveyard)) != NULL) {
@@ -299,9 +299,7 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (!st__list_empty(&pool->graveyard)) {
-        st__stack_reclaim(pool); /* free mode only; a call per create cost 10% of create+join */
-    }
+    st__stack_reclaim(pool);
     struct st__stack *stack = take_cached(pool, size);
     if (stack == NULL) {
         stack = map_new(pool, size);

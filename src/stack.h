@@ -109,8 +109,20 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size);
 /* Give a stack back. May be called while running on it (see above). */
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack);
 
-/* Unmap released stacks; the caller must not be running on any of them. */
-void st__stack_reclaim(struct st__stack_pool *pool);
+/* The work of st__stack_reclaim, when there is some. */
+void st__stack_reclaim_queued(struct st__stack_pool *pool);
+
+/*
+ * Unmap released stacks; the caller must not be running on any of them.
+ * Inline, because every coroutine creation and idle pass asks, and only
+ * free mode ever has anything queued.
+ */
+static inline void st__stack_reclaim(struct st__stack_pool *pool)
+{
+    if (!st__list_empty(&pool->graveyard)) {
+        st__stack_reclaim_queued(pool);
+    }
+}
 
 /*
  * Give one stack's memory back now (a slab stack's mapping stays until the
