@@ -7,8 +7,10 @@
  * readers share a socket (st lets any number of coroutines wait on one fd).
  * Sleepers block in st_usleep() for an hour.
  *
- * Each stack is its own mapping (two with a guard page), so creation stops
- * at vm.max_map_count; the count reached and the reason are reported.
+ * Where stacks are mappings of their own (two with a guard page: always for
+ * the first 8192 guarded ones, and for all of them on kernels without
+ * page-table guard markers), creation can stop at vm.max_map_count; the
+ * count reached and the reason are reported.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -122,10 +124,10 @@ int bench_memory(bool sleep, long count, long stack_kib)
     }
     if (created < count) {
         bench_note("%s: stopped at %ld of %ld coroutines: st_thread_create: %s; the process has "
-                   "%ld mappings, vm.max_map_count is %ld (one mapping per stack%s)",
+                   "%ld mappings, vm.max_map_count is %ld (stacks outside slabs take one mapping%s)",
                    key, created, count, strerror(create_errno), bench_map_count(),
                    bench_proc_long("/proc/sys/vm/max_map_count"),
-                   guard ? ", two with its guard page" : "");
+                   guard ? ", two with a guard page" : "");
     }
     return 0;
 }
