@@ -120,7 +120,7 @@ int bench_memory(bool sleep, long count, long stack_kib);
  * `windows` windows; print the medians over all windows of all rounds.
  */
 struct echo_params {
-    const char *servers;  /* "st", "epoll" or "both" */
+    const char *servers;  /* names separated by commas, "both" (epoll,st) or "all" */
     long conns;
     double warmup_s;
     double window_s;

@@ -3,7 +3,10 @@
  *
  * Two servers, both single-threaded: the st server (epoll backend, one
  * coroutine per connection, st_read/st_write) and a plain level-triggered
- * epoll loop (read, write, back to epoll_wait). The load client is plain
+ * epoll loop (read, write, back to epoll_wait). A third, the same loop
+ * reading until read() says EAGAIN (as many epoll servers do), makes the
+ * system calls the st server makes, since every st_read tries read()
+ * first: st against it shows what st costs besides that read. The load client is plain
  * epoll too: every connection has exactly one request in flight (send 64
  * bytes, wait for all 64 back, check them, send again).
  *
@@ -169,22 +172,32 @@ static void epoll_accept(int epfd, int lfd)
     }
 }
 
-static void epoll_echo(int fd, char *buf)
+/* One read and its echo; with `drain`, again until read() says EAGAIN. */
+static void epoll_echo(int fd, char *buf, bool drain)
 {
-    ssize_t n = read(fd, buf, SERVER_BUF);
-    if (n > 0 && write_all(fd, buf, (size_t)n) == 0) {
+    for (;;) {
+        ssize_t n = read(fd, buf, SERVER_BUF);
+        if (n > 0 && write_all(fd, buf, (size_t)n) == 0) {
+            if (drain) {
+                continue;
+            }
+            return;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            return;
+        }
+        (void)close(fd); /* also leaves the epoll set */
+        if (serve_once) {
+            exit(0);
+        }
         return;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        return;
-    }
-    (void)close(fd); /* also leaves the epoll set */
-    if (serve_once) {
-        exit(0);
     }
 }
 
-static int epoll_server(int lfd)
+static int epoll_server(int lfd, bool drain)
 {
     static struct epoll_event events[EVENTS];
     static char buf[SERVER_BUF];
@@ -204,7 +217,7 @@ static int epoll_server(int lfd)
             if (events[i].data.fd == lfd) {
                 epoll_accept(epfd, lfd);
             } else {
-                epoll_echo(events[i].data.fd, buf);
+                epoll_echo(events[i].data.fd, buf, drain);
             }
         }
     }
@@ -219,10 +232,11 @@ static int run_server(const char *server, int lfd)
     if (strcmp(server, "st-io_uring") == 0) {
         return st_server(lfd, ST_EVENTSYS_IO_URING);
     }
-    if (strcmp(server, "epoll") == 0) {
-        return epoll_server(lfd);
+    if (strcmp(server, "epoll") == 0 || strcmp(server, "epoll-drain") == 0) {
+        return epoll_server(lfd, strcmp(server, "epoll-drain") == 0);
     }
-    fprintf(stderr, "bench: unknown server '%s' (st, st-io_uring or epoll)\n", server);
+    fprintf(stderr, "bench: unknown server '%s' (st, st-io_uring, epoll or epoll-drain)\n",
+            server);
     return -1;
 }
 
@@ -553,7 +567,7 @@ static void report_echo(const struct echo_params *p, const char *name, const str
 {
     char key[64];
     char base[64];
-    bool st = strncmp(name, "st", 2) == 0;
+    bool st = strcmp(name, "epoll") != 0; /* compared with the plain loop */
     struct window w[MAX_WINDOWS];
     int n = quiet_windows(measured, all, w);
     (void)snprintf(key, sizeof key, "echo_%s_%ld", name, p->conns);
@@ -573,13 +587,53 @@ static void report_echo(const struct echo_params *p, const char *name, const str
                pinned ? "" : "; one CPU: not pinned");
 }
 
+/* Whether `name` is in `list`: names separated by commas, or "both" (epoll, st) or "all". */
+static bool server_wanted(const char *list, const char *name)
+{
+    if (strcmp(list, "all") == 0) {
+        return true;
+    }
+    if (strcmp(list, "both") == 0) {
+        return strcmp(name, "epoll") == 0 || strcmp(name, "st") == 0;
+    }
+    size_t len = strlen(name);
+    for (const char *at = list; at != NULL; at = strchr(at, ',')) {
+        at += *at == ',';
+        if (strncmp(at, name, len) == 0 && (at[len] == ',' || at[len] == '\0')) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* st against the loop that reads until EAGAIN, when both ran: rate and server CPU. */
+static void report_st_vs_drain(const struct echo_params *p, const struct window *st, int nst,
+                               const struct window *drain, int ndrain)
+{
+    struct window a[MAX_WINDOWS];
+    struct window b[MAX_WINDOWS];
+    int na = quiet_windows(st, nst, a);
+    int nb = quiet_windows(drain, ndrain, b);
+    char key[64];
+    (void)snprintf(key, sizeof key, "echo_st_vs_drain_%ld", p->conns);
+    bench_result(key,
+                 median_of(a, na, offsetof(struct window, rps)) /
+                     median_of(b, nb, offsetof(struct window, rps)),
+                 "x", "-", "  st / epoll-drain, requests/s");
+    (void)snprintf(key, sizeof key, "echo_st_vs_drain_%ld_cpu", p->conns);
+    bench_result(key,
+                 median_of(a, na, offsetof(struct window, server_ns)) /
+                     median_of(b, nb, offsetof(struct window, server_ns)),
+                 "x", "-", "  st / epoll-drain, server CPU per request");
+}
+
 int bench_echo(const struct echo_params *p)
 {
     /* st-io_uring is measured when asked for by name: it is an extension. */
-    static const char *const names[] = {"epoll", "st", "st-io_uring"};
-    enum { SERVERS = sizeof(names) / sizeof(names[0]) };
+    static const char *const names[] = {"epoll", "st", "st-io_uring", "epoll-drain"};
+    enum { SERVERS = sizeof(names) / sizeof(names[0]), ST = 1, DRAIN = 3 };
     struct window w[SERVERS][MAX_WINDOWS];
-    int n[SERVERS] = {0, 0, 0};
+    int n[SERVERS] = {0};
     long limit = bench_raise_fd_limit();
     struct echo_cpus cpus = {bench_cpu(0), bench_cpu(1)};
     if (cpus.client < 0) {
@@ -595,10 +649,7 @@ int bench_echo(const struct echo_params *p)
     }
     for (int r = 0; r < p->rounds; r++) {
         for (size_t s = 0; s < SERVERS; s++) {
-            bool wanted = strcmp(p->servers, names[s]) == 0 ||
-                          (strcmp(p->servers, "both") == 0 && s < 2) ||
-                          (strcmp(p->servers, "all") == 0);
-            if (!wanted) {
+            if (!server_wanted(p->servers, names[s])) {
                 continue;
             }
             if (echo_round(p, names[s], cpus, &w[s][n[s]]) != 0) {
@@ -611,6 +662,9 @@ int bench_echo(const struct echo_params *p)
         if (n[s] > 0) {
             report_echo(p, names[s], w[s], n[s], cpus.client >= 0);
         }
+    }
+    if (n[ST] > 0 && n[DRAIN] > 0) {
+        report_st_vs_drain(p, w[ST], n[ST], w[DRAIN], n[DRAIN]);
     }
     return 0;
 }

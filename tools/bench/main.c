@@ -8,10 +8,11 @@
  *   micro      raw switch, cond ping-pong, yield, create+join cached and free
  *              [--reps N] [--only raw|min|cond|yield|cache|free] [--exact N]
  *   heap       the timeout-heap test [--sleepers N] [--rounds N] [--reps N]
- *   echo       loopback echo, st and plain epoll servers [--server st|st-io_uring|epoll|both|all]
+ *   echo       loopback echo, st and plain epoll servers [--server NAME[,NAME...]|both|all]
+ *              (names: epoll, st, st-io_uring, epoll-drain; both: epoll,st)
  *              [--conns N[,N...]] [--repeat N] [--warmup S] [--window S] [--windows N]
  *   memory     RSS per idle coroutine --read|--sleep [--count N] [--stack KIB]
- *   serve      a standalone echo server --server st|st-io_uring|epoll [--port P] [--once]
+ *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
  * Results are RESULT/NOTE lines on stdout (see bench.h); run.sh tabulates.
@@ -77,10 +78,10 @@ static void usage(void)
             "usage: st_bench [--smoke | all | COMMAND [options]]\n"
             "  micro  [--reps N] [--only raw|min|cond|yield|cache|free] [--exact N]\n"
             "  heap   [--sleepers N] [--rounds N] [--reps N]\n"
-            "  echo   [--server st|st-io_uring|epoll|both|all] [--conns N[,N...]] [--repeat N] [--warmup S]"
+            "  echo   [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--repeat N] [--warmup S]"
             " [--window S] [--windows N]\n"
             "  memory --read|--sleep [--count N] [--stack KIB]\n"
-            "  serve  --server st|st-io_uring|epoll [--port P] [--once]\n"
+            "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n");
 }
 
@@ -237,7 +238,7 @@ static int run_all(struct options *o, bool smoke)
         o->windows = 2;
         o->repeat = 1;
     }
-    o->server = "both";
+    o->server = "epoll,st,epoll-drain";
     rc |= run_micro(&o->scale, true);
     rc |= run_heap(&o->scale, smoke ? 100 : 1000, smoke ? 5 : 1000, true);
     if (!smoke) {

@@ -131,7 +131,9 @@ else
     say "timeout-heap test, 100 000 sleepers"
     tee -a "$OUT" <"$TMP/heap" | sed 's/^/    /' >&2
 fi
-group "loopback echo, st and plain epoll" "$B" echo --conns 1,100,1000,10000
+# epoll-drain is the epoll loop reading until EAGAIN: the system calls st makes.
+group "loopback echo, st and plain epoll" "$B" echo --server epoll,st,epoll-drain \
+    --conns 1,100,1000,10000
 # The io_uring backend (an extension); its ratios refer to the epoll loop above.
 group "loopback echo, st on io_uring" "$B" echo --server st-io_uring --conns 100,1000
 # Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
