@@ -284,7 +284,8 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
     stack->map_size = map_size;
     stack->bottom = base + guard;
     stack->size = size;
-    stack->top = (char *)stack - (pool->randomize ? random_offset(pool) : colour_offset(pool, base + map_size));
+    size_t shift = pool->randomize ? random_offset(pool) : colour_offset(pool, base + map_size);
+    stack->top = (char *)stack - shift;
     stack->in_slab = in_slab;
     stack->lsan_root = false;
     st__list_init(&stack->link);
