@@ -86,21 +86,6 @@ int __wrap_epoll_create1(int flags)
     return __real_epoll_create1(flags);
 }
 
-static void *noop(void *arg)
-{
-    return arg;
-}
-
-/* Whatever failed before, the scheduler still runs coroutines. */
-static void expect_usable(void)
-{
-    st_thread_t t = st_thread_create(noop, &fail_in, 1, 0);
-    cr_assert_not_null(t, "scheduler unusable after a failure");
-    void *rv = NULL;
-    cr_expect_eq(st_thread_join(t, &rv), 0);
-    cr_expect_eq(rv, &fail_in);
-}
-
 Test(faults, init_fails_cleanly_when_the_scheduler_cannot_be_allocated)
 {
     fail_nth(W_CALLOC, 1);
@@ -155,11 +140,11 @@ Test(faults, thread_create_reports_enomem)
     cr_assert_eq(st_init(), 0);
     fail_nth(W_MMAP, 1);
     errno = 0;
-    cr_expect_null(st_thread_create(noop, NULL, 0, 0));
+    cr_expect_null(st_thread_create(return_arg, NULL, 0, 0));
     cr_expect_eq(errno, ENOMEM);
     fail_nth(W_MPROTECT, 1);
     errno = 0;
-    cr_expect_null(st_thread_create(noop, NULL, 0, 0), "guard page refused");
+    cr_expect_null(st_thread_create(return_arg, NULL, 0, 0), "guard page refused");
     cr_expect_eq(errno, ENOMEM);
     expect_usable();
 }
@@ -172,7 +157,7 @@ Test(faults, heap_reservation_failure_fails_creation)
     int created = 0;
     fail_nth(W_REALLOC, 1);
     for (int i = 0; i < 80; i++) {
-        threads[i] = st_thread_create(noop, NULL, 1, 4096);
+        threads[i] = st_thread_create(return_arg, NULL, 1, 4096);
         if (threads[i] == NULL) {
             cr_expect_eq(errno, ENOMEM);
             break;

@@ -411,53 +411,6 @@ static void init_with(int eventsys)
     cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
 }
 
-static void *return_arg(void *arg)
-{
-    return arg;
-}
-
-struct writer {
-    st_netfd_t fd;
-    st_utime_t delay;
-};
-
-static void *write_later(void *arg)
-{
-    const struct writer *w = arg;
-    (void)st_usleep(w->delay);
-    return (void *)(intptr_t)st_write(w->fd, "ping", 4, 1000000);
-}
-
-/*
- * Whatever failed before, the scheduler still works: a coroutine runs and is
- * joined, and a read that must wait is woken by a write from another one.
- */
-static void expect_usable(void)
-{
-    int token;
-    st_thread_t t = st_thread_create(return_arg, &token, 1, 0);
-    cr_assert_not_null(t, "scheduler cannot create coroutines: %s", strerror(errno));
-    void *rv = NULL;
-    cr_assert_eq(st_thread_join(t, &rv), 0);
-    cr_assert_eq(rv, &token);
-
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    st_netfd_t a = st_netfd_open_socket(sv[0]);
-    st_netfd_t b = st_netfd_open_socket(sv[1]);
-    cr_assert(a != NULL && b != NULL);
-    struct writer w = {b, 2000};
-    t = st_thread_create(write_later, &w, 1, 0);
-    cr_assert_not_null(t);
-    char buf[8];
-    cr_assert_eq(st_read(a, buf, sizeof(buf), 2000000), 4, "a waiting read is woken: %s",
-                 strerror(errno));
-    cr_assert_eq(st_thread_join(t, &rv), 0);
-    cr_assert_eq((intptr_t)rv, 4);
-    cr_assert_eq(st_netfd_close(a), 0, "no waiter left behind on the descriptor");
-    cr_assert_eq(st_netfd_close(b), 0);
-}
-
 static void socketpair_netfds(st_netfd_t *a, st_netfd_t *b)
 {
     int sv[2];
@@ -513,9 +466,7 @@ Test(faults2, idle_coroutine_failures_leave_no_epoll_fd_behind)
     EXPECT_FAIL(st_init(), ENOMEM); /* the primordial coroutine, after the epoll fd */
     cr_expect_eq(open_fd_count(), before, "failed st_init calls closed their epoll fd");
     init_with(-1);
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 Test(faults2, sigpipe_disposition_failure_fails_init)

@@ -345,11 +345,6 @@ static void init_small_ring(void)
     cr_assert_lt(ring_requests[1].entries, ring_requests[0].entries, "a smaller ring was made");
 }
 
-static void *return_arg(void *arg)
-{
-    return arg;
-}
-
 /* A coroutine reading one message from a netfd. */
 struct reader {
     st_netfd_t fd;
@@ -397,33 +392,6 @@ static void *poll_once(void *arg)
     p->rc = st_poll(&p->pd, 1, 5000000);
     p->err = errno;
     return NULL;
-}
-
-/*
- * Whatever failed before, the scheduler still works: a coroutine runs and is
- * joined, and a read that must wait is woken by a write.
- */
-static void expect_usable(void)
-{
-    int token = 0;
-    st_thread_t t = st_thread_create(return_arg, &token, 1, 0);
-    cr_assert_not_null(t, "scheduler cannot create coroutines: %s", strerror(errno));
-    void *rv = NULL;
-    cr_assert_eq(st_thread_join(t, &rv), 0);
-    cr_assert_eq(rv, &token);
-
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    st_netfd_t a = st_netfd_open_socket(sv[0]);
-    st_netfd_t b = st_netfd_open_socket(sv[1]);
-    cr_assert(a != NULL && b != NULL, "st_netfd_open_socket: %s", strerror(errno));
-    struct reader r;
-    t = start_reader(&r, a, 2000000);
-    cr_assert_eq(st_usleep(1000), 0); /* the reader waits in the backend */
-    cr_assert_eq(st_write(b, "ping", 4, 1000000), 4);
-    expect_read(t, &r, 4, "a waiting read is woken");
-    cr_assert_eq(st_netfd_close(a), 0, "no waiter left behind on the descriptor");
-    cr_assert_eq(st_netfd_close(b), 0);
 }
 
 /* A socketpair: `a` a netfd (the side read), `peer` a plain descriptor (the side written). */
@@ -480,9 +448,7 @@ Test(faults_uring, liburing_that_cannot_be_loaded_is_enosys_and_loading_is_retri
     cr_expect_eq(st_get_eventsys(), -1, "no event system was chosen");
     /* A dlopen that failed for want of memory is not for ever: the next selection loads it. */
     init_uring();
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 ParameterizedTestParameters(faults_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
@@ -507,9 +473,7 @@ ParameterizedTest(const int *nth, faults_uring, a_missing_liburing_function_is_e
     /* Another scheduler may load it later: the failure is not remembered. */
     init_uring();
     cr_expect_eq(dlclose_calls, 1, "the library that loaded is kept");
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 Test(faults_uring, a_refused_probe_ring_reports_the_kernels_errno)
@@ -691,9 +655,7 @@ Test(faults_uring, table_growth_failure_fails_the_wait_and_netfd_creation)
     cr_expect_eq(pd.revents, POLLIN);
     cr_assert_eq(close(sv[0]), 0);
     cr_assert_eq(close(sv[1]), 0);
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 /* A wait on a low descriptor (chunk present) and a high one (table or chunk missing). */
@@ -724,9 +686,7 @@ Test(faults_uring, growth_failure_rolls_back_the_pollfds_already_added)
         cr_assert_eq(close(high), 0);
     }
     close_pair(&p); /* st_netfd_close: EBUSY if a rolled-back waiter were left */
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 /* ---- submission ----------------------------------------------------------------------- */
@@ -748,9 +708,7 @@ Test(faults_uring, a_full_submission_queue_whose_submit_fails_loses_no_waiter)
         cr_expect(fired(F_SUBMIT), "the full ring's submits were refused");
         feed_readers(N, p, r, t, "reader of a full ring");
     }
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 Test(faults_uring, a_failed_submit_and_wait_loses_no_waiter)
@@ -774,9 +732,7 @@ Test(faults_uring, a_failed_submit_and_wait_loses_no_waiter)
         expect_read(t, &r, 4, strerror(errs[e]));
     }
     close_pair(&p);
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 /*
@@ -849,9 +805,7 @@ Test(faults_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_
         }
         cr_expect_eq(close(p[i].peer), 0);
     }
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 /* ---- completions --------------------------------------------------------------------- */
@@ -873,9 +827,7 @@ Test(faults_uring, a_cancelled_poll_is_rearmed_and_wakes_nobody)
     cr_expect_eq(w.rc, 1, "st_poll: %d (%s)", w.rc, strerror(w.err));
     cr_expect_eq(w.pd.revents, POLLIN, "woken by the new request, not by the cancellation");
     close_pair(&p);
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 Test(faults_uring, a_failed_poll_request_wakes_its_waiters_with_pollerr)
@@ -910,9 +862,7 @@ Test(faults_uring, a_failed_poll_request_wakes_its_waiters_with_pollerr)
         cr_expect(fired(F_CQE_RES));
     }
     close_pair(&p);
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 static void *poll_netfd(void *arg)
@@ -950,9 +900,7 @@ Test(faults_uring, a_poll_refused_with_ebadf_is_pollnval)
     cr_expect_eq(r.got, -1);
     cr_expect_eq(r.err, EBADF, "st_netfd_poll: %s", strerror(r.err));
     close_pair(&p);
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 /* 300 completions at once in a 128-entry completion queue: the kernel keeps the overflow. */
@@ -967,9 +915,7 @@ Test(faults_uring, more_completions_than_the_completion_queue_holds_wake_everyon
     start_readers(N, p, r, t);
     cr_assert_eq(st_usleep(1000), 0);
     feed_readers(N, p, r, t, "reader behind an overflowing completion queue");
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 /* ---- teardown -------------------------------------------------------------------------- */
@@ -998,9 +944,7 @@ Test(faults_uring, destroy_tears_the_ring_down_with_requests_in_flight)
     cr_assert_eq(close(sv[1]), 0);
     cr_expect_eq(open_fd_count(), before, "the ring's descriptor is closed");
     init_uring();
-    expect_usable();
-    st_destroy();
-    cr_expect_eq(open_fd_count(), before);
+    expect_usable_then_clean_destroy(before);
 }
 
 #endif /* ST__HAVE_IO_URING */
