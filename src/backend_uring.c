@@ -30,7 +30,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@
 
 #include "backend.h"
 #include "fdtable.h"
+#include "liburing_api.h"
 #include "sched.h"
 
 #define SQ_ENTRIES 1024U
@@ -61,22 +61,7 @@ struct fd_watch {
 };
 
 
-/*
- * liburing's out-of-line functions, loaded when io_uring is first asked for.
- * Linking liburing would make every user of libst.a add -luring, and st must
- * link exactly like State Threads; the inline parts of liburing.h (preparing
- * requests, reading completions) need nothing at run time.
- */
-struct liburing_api {
-    int (*queue_init)(unsigned entries, struct io_uring *ring, unsigned flags);
-    int (*queue_init_params)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
-    void (*queue_exit)(struct io_uring *ring);
-    int (*submit)(struct io_uring *ring);
-    int (*submit_and_wait_timeout)(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
-                                   unsigned wait_nr, struct __kernel_timespec *ts, sigset_t *sigmask);
-    unsigned (*peek_batch_cqe)(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count);
-};
-
+/* liburing's out-of-line functions (see liburing_api.h), loaded on first use. */
 static struct liburing_api lib;
 static bool lib_loaded;
 /* Not pthread_once: a load that failed (dlopen short of memory...) is tried again next time. */

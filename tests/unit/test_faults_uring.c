@@ -37,7 +37,7 @@
 #include "st_config.h"
 
 #if ST__HAVE_IO_URING
-#include <liburing.h>
+#include "liburing_api.h"
 #endif
 
 /* ---- the fault switchboard ------------------------------------------------ */
@@ -164,15 +164,8 @@ Test(faults_uring, io_uring_backend)
 
 /* ---- liburing shims, handed out by the wrapped dlsym ---------------------------------- */
 
-static struct {
-    int (*queue_init)(unsigned entries, struct io_uring *ring, unsigned flags);
-    int (*queue_init_params)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
-    void (*queue_exit)(struct io_uring *ring);
-    int (*submit)(struct io_uring *ring);
-    int (*submit_and_wait_timeout)(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
-                                   unsigned wait_nr, struct __kernel_timespec *ts, sigset_t *sigmask);
-    unsigned (*peek_batch_cqe)(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count);
-} real_api;
+/* liburing's real functions, which the shims below call through. */
+static struct liburing_api real_api;
 
 /* Rings made and torn down: every ring st made must be gone after a failure or st_destroy. */
 static int rings_made;
