@@ -81,7 +81,6 @@ void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, 
     pool->pagesize = (size_t)sysconf(_SC_PAGESIZE);
     pool->alone_limit = ST__STACKS_ALONE_MAX;
     pool->guard_pages = guard_pages;
-    pool->guard_markers = guard_pages && st__stack_guard_markers_supported();
     pool->randomize = false;
 }
 
@@ -257,8 +256,8 @@ static char *map_range(struct st__stack_pool *pool, size_t map_size, bool *in_sl
     if (!pool->guard_pages) {
         return carve(pool, map_size);
     }
-    if (pool->guard_markers &&
-        atomic_load_explicit(&stacks_alone, memory_order_relaxed) >= pool->alone_limit) {
+    if (atomic_load_explicit(&stacks_alone, memory_order_relaxed) >= pool->alone_limit &&
+        st__stack_guard_markers_supported()) {
         return carve_guarded(pool, map_size);
     }
     *in_slab = false;

@@ -85,15 +85,15 @@ struct st__stack_pool {
     size_t pagesize;
     bool guard_pages;
     size_t alone_limit;   /* ST__STACKS_ALONE_MAX (tests lower it) */
-    bool guard_markers;   /* guard pages can be page-table markers (see above) */
     bool randomize;
 };
 
 void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, bool guard_pages);
 
 /*
- * Whether this kernel makes guard pages with madvise(MADV_GUARD_INSTALL)
- * (asked once per process). A pool with guard pages uses them when it can.
+ * Whether this kernel makes guard pages with madvise(MADV_GUARD_INSTALL),
+ * asked once per process, the first time a pool has spent its budget of
+ * stacks with mappings of their own (most processes never ask).
  */
 bool st__stack_guard_markers_supported(void);
 
