@@ -14,6 +14,15 @@
  * closed number is soon reused for another file. Descriptors polled without
  * a netfd (plain st_poll) are unregistered as soon as their waiters leave:
  * nothing would tell the backend when they are closed.
+ *
+ * A registration may still be kept when a new netfd is made for its number:
+ * the netfd before was freed while a coroutine waited on it, or its
+ * descriptor was closed behind its back. Closing the file dropped the
+ * kernel's registration, so a new netfd registers the number afresh.
+ *
+ * The event buffer always has room for one event per registered descriptor,
+ * so one epoll_wait() collects every ready descriptor of the cycle before
+ * any deadline of that cycle is judged expired.
  */
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +34,7 @@
 #include "fdtable.h"
 #include "sched.h"
 
-#define EVENT_BATCH 1024
+#define EVENTS_INITIAL 128
 
 struct fd_watch {
     struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
@@ -39,7 +48,9 @@ struct fd_watch {
 struct epoll_state {
     int epfd;
     struct st__fdtable watches; /* struct fd_watch per descriptor */
-    struct epoll_event events[EVENT_BATCH];
+    int registered;             /* descriptors the kernel watches for us */
+    int capacity;               /* entries of `events`, never fewer than `registered` */
+    struct epoll_event *events;
 };
 
 static void watch_init(void *record, int fd)
@@ -63,8 +74,16 @@ static int epoll_init(struct st__sched *sched)
         errno = ENOMEM;
         return -1;
     }
+    st->capacity = EVENTS_INITIAL;
+    st->events = malloc((size_t)st->capacity * sizeof(*st->events));
+    if (st->events == NULL) {
+        free(st);
+        errno = ENOMEM;
+        return -1;
+    }
     st->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (st->epfd < 0) {
+        free(st->events);
         free(st);
         return -1;
     }
@@ -78,6 +97,7 @@ static void epoll_fini(struct st__sched *sched)
     struct epoll_state *st = sched->backend_state;
     (void)close(st->epfd);
     st__fdtable_fini(&st->watches);
+    free(st->events);
     free(st);
     sched->backend_state = NULL;
 }
@@ -106,11 +126,35 @@ static void count_waiter(struct fd_watch *w, short events, int delta)
     w->urgent += (events & POLLPRI) != 0 ? delta : 0;
 }
 
+/* Room in the event buffer for one more registered descriptor. */
+static int reserve_event(struct epoll_state *st)
+{
+    if (st->registered < st->capacity) {
+        return 0;
+    }
+    if (st->capacity > INT_MAX / 2) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int capacity = st->capacity * 2;
+    struct epoll_event *events = realloc(st->events, (size_t)capacity * sizeof(*events));
+    if (events == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    st->events = events;
+    st->capacity = capacity;
+    return 0;
+}
+
 /* Make the kernel watch exactly `want` for `fd` (0: not at all). */
 static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, unsigned want)
 {
     if (want == w->registered) {
         return 0;
+    }
+    if (w->registered == 0 && reserve_event(st) != 0) {
+        return -1;
     }
     struct epoll_event ev = {.events = want, .data.fd = fd};
     int op = want == 0 ? EPOLL_CTL_DEL : (w->registered == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD);
@@ -125,6 +169,7 @@ static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, 
         return -1;
     }
     /* A failed DEL means the kernel has dropped it already. */
+    st->registered += (want != 0) - (w->registered != 0);
     w->registered = want;
     return 0;
 }
@@ -202,7 +247,7 @@ static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
 static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct epoll_state *st = sched->backend_state;
-    int n = epoll_wait(st->epfd, st->events, EVENT_BATCH, st__backend_timeout_ms(timeout));
+    int n = epoll_wait(st->epfd, st->events, st->capacity, st__backend_timeout_ms(timeout));
     struct st__pollq *ready = NULL;
     for (int i = 0; i < n; i++) {
         int fd = st->events[i].data.fd;
@@ -235,7 +280,23 @@ static int epoll_fd_new(struct st__sched *sched, int osfd)
     if (st__fdtable_reserve(&st->watches, osfd) != 0) {
         return -1;
     }
-    watch_of(st, osfd)->owned = true;
+    struct fd_watch *w = watch_of(st, osfd);
+    w->owned = true;
+    if (w->registered != 0) {
+        /*
+         * Kept from the number's previous file (see the top of this file):
+         * forget it and register what the waiters want on the file there
+         * now. A DEL drops what the kernel may still hold for that number
+         * (the same file, opened as a netfd once more). A failure leaves it
+         * unregistered, like any descriptor the kernel refuses to watch.
+         */
+        unsigned want = wanted_events(w);
+        st->registered--;
+        w->registered = 0;
+        struct epoll_event ev = {0};
+        (void)epoll_ctl(st->epfd, EPOLL_CTL_DEL, osfd, &ev);
+        (void)set_registration(st, osfd, w, want);
+    }
     return 0;
 }
 

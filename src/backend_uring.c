@@ -26,6 +26,14 @@
  * netfd are submitted at once, since the caller may close them as soon as
  * st_poll() returns; those for netfds are queued and submitted by the next
  * dispatch, or by fd_free() when the netfd lets go of the descriptor.
+ *
+ * A netfd that lets go of its descriptor while coroutines still wait on it
+ * (st_netfd_free) has its request removed at once all the same, and armed
+ * again by the next dispatch: the caller may close the descriptor, and a
+ * poll still in flight would keep that file open and, once the number is
+ * reused, leave the new file's waiters counting on a request that watches
+ * the old one. A new netfd likewise replaces whatever request is in flight
+ * for its number.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -242,6 +250,15 @@ static bool sq_room(struct uring_state *st, unsigned need)
     return io_uring_sq_space_left(&st->ring) >= need;
 }
 
+/* Queue the removal of request `gen` (room checked by the caller). */
+static void queue_removal(struct uring_state *st, struct fd_watch *w)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+    io_uring_prep_poll_remove(sqe, udata(w));
+    io_uring_sqe_set_data64(sqe, UDATA_IGNORED);
+    w->unremoved = false;
+}
+
 /*
  * Bring the kernel's request for `w` in line with its waiters: remove it if
  * nobody waits or it lacks events somebody waits for, arm one for what is
@@ -257,11 +274,8 @@ static bool sync_watch(struct uring_state *st, struct fd_watch *w)
         return false;
     }
     if (remove) {
-        struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
-        io_uring_prep_poll_remove(sqe, udata(w));
-        io_uring_sqe_set_data64(sqe, UDATA_IGNORED);
+        queue_removal(st, w);
         w->armed = 0;
-        w->unremoved = false;
     }
     if (arm) {
         w->gen++;
@@ -355,6 +369,27 @@ static bool flush_dirty(struct uring_state *st, struct st__pollq **ready)
         st__list_remove(&w->dirty);
     }
     return true;
+}
+
+/*
+ * The descriptor may be closed or stand for another file from now on: take
+ * its request out of the kernel (submitted now) and let the next dispatch
+ * arm a new one if coroutines still wait on the number.
+ */
+static void replace_request(struct uring_state *st, struct fd_watch *w)
+{
+    if (w->armed == 0) {
+        return;
+    }
+    w->armed = 0;
+    if (sq_room(st, 1)) {
+        queue_removal(st, w);
+    } else {
+        w->unremoved = true; /* sent by the next dispatch */
+    }
+    if (w->unremoved || wanted_events(w) != 0) {
+        mark_dirty(st, w);
+    }
 }
 
 /* The last waiter of a descriptor that has a request in flight may have left. */
@@ -473,7 +508,9 @@ static int uring_fd_new(struct st__sched *sched, int osfd)
     if (st__fdtable_reserve(&st->watches, osfd) != 0) {
         return -1;
     }
-    watch_of(st, osfd)->owned = true;
+    struct fd_watch *w = watch_of(st, osfd);
+    w->owned = true;
+    replace_request(st, w); /* one in flight watches the number's previous file */
     return 0;
 }
 
@@ -485,7 +522,7 @@ static void uring_fd_free(struct st__sched *sched, int osfd)
     }
     struct fd_watch *w = watch_of(st, osfd);
     w->owned = false;
-    leave(st, w);
+    replace_request(st, w);
     /* Queued removals reach the kernel now: the descriptor may be closed next. */
     if (io_uring_sq_ready(&st->ring) > 0) {
         (void)lib.submit(&st->ring);

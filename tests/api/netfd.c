@@ -198,6 +198,137 @@ Test(netfd, close_after_interrupted_wait)
     close(raw);
 }
 
+/*
+ * Descriptor numbers are reused: a new file that gets the number of one a
+ * netfd had must be watched for its own events, whatever was waiting on or
+ * kept for the number before.
+ */
+
+/* Put a new socket under the number `osfd` (closed already); returns its peer. */
+static int reuse_number(int osfd)
+{
+    int sv[2];
+
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0, "socketpair: %s", strerror(errno));
+    if (sv[0] != osfd) { /* the lowest free number is usually osfd itself */
+        cr_assert_eq(dup2(sv[0], osfd), osfd, "dup2: %s", strerror(errno));
+        close(sv[0]);
+    }
+    return sv[1];
+}
+
+static void *read_within_2s(void *arg)
+{
+    struct blocked_reader *br = arg;
+
+    errno = 0;
+    br->rc = st_read(br->nfd, br->buf, sizeof(br->buf), 2000000);
+    br->err = errno;
+    return NULL;
+}
+
+/* A reader on `nfd` gets what is written to `peer` (not deaf to the new file). */
+static void expect_reader_hears(st_netfd_t nfd, int peer)
+{
+    struct blocked_reader br = {.nfd = nfd, .rc = 99};
+    st_thread_t t = st_thread_create(read_within_2s, &br, 1, 0);
+
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    cr_assert_eq(br.rc, 99, "the reader did not wait");
+    cr_assert_eq(write(peer, "hi", 2), 2);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(br.rc, 2, "the reader of the reused number got %zd (%s)", br.rc,
+                 strerror(br.err));
+    cr_assert_eq(memcmp(br.buf, "hi", 2), 0);
+}
+
+Test(netfd, number_reused_while_a_freed_netfd_is_waited_on)
+{
+    struct blocked_reader old = {0};
+    st_thread_t t;
+    st_netfd_t fresh;
+    int raw;
+    int peer;
+    int osfd;
+
+    st_test_init();
+    old.nfd = st_test_socketpair_raw(&raw);
+    osfd = st_netfd_fileno(old.nfd);
+    t = st_thread_create(blocked_read, &old, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    /* Freeing a netfd that a coroutine waits on is allowed; its number is then reused. */
+    st_netfd_free(old.nfd);
+    close(osfd);
+    peer = reuse_number(osfd);
+    fresh = st_netfd_open_socket(osfd);
+    cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
+    expect_reader_hears(fresh, peer);
+    st_thread_interrupt(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(old.rc, -1, "the old waiter read %zd bytes", old.rc);
+    /* And after the old waiter has left. */
+    expect_reader_hears(fresh, peer);
+    cr_assert_eq(st_netfd_close(fresh), 0);
+    close(peer);
+    close(raw);
+}
+
+Test(netfd, number_reused_after_the_waiter_of_a_freed_netfd_left)
+{
+    struct blocked_reader old = {0};
+    st_thread_t t;
+    st_netfd_t fresh;
+    int raw;
+    int peer;
+    int osfd;
+
+    st_test_init();
+    old.nfd = st_test_socketpair_raw(&raw);
+    osfd = st_netfd_fileno(old.nfd);
+    t = st_thread_create(blocked_read, &old, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(1000), 0);
+    st_netfd_free(old.nfd);
+    close(osfd);
+    peer = reuse_number(osfd);
+    fresh = st_netfd_open_socket(osfd);
+    cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
+    st_thread_interrupt(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    expect_reader_hears(fresh, peer);
+    cr_assert_eq(st_netfd_close(fresh), 0);
+    close(peer);
+    close(raw);
+}
+
+Test(netfd, number_reused_after_a_close_behind_a_live_netfd)
+{
+    st_netfd_t old;
+    st_netfd_t fresh;
+    int raw;
+    int peer;
+    int osfd;
+
+    st_test_init();
+    old = st_test_socketpair_raw(&raw);
+    osfd = st_netfd_fileno(old);
+    /* The old netfd has waited once (a backend may keep its registration). */
+    expect_reader_hears(old, raw);
+    close(osfd); /* behind the netfd's back */
+    peer = reuse_number(osfd);
+    fresh = st_netfd_open_socket(osfd);
+    cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
+    expect_reader_hears(fresh, peer);
+    /* The stale handle lets go without closing the number, which is fresh's now. */
+    st_netfd_free(old);
+    expect_reader_hears(fresh, peer);
+    cr_assert_eq(st_netfd_close(fresh), 0);
+    close(peer);
+    close(raw);
+}
+
 static void *destroyed_value;
 static int ndestroyed;
 
@@ -377,7 +508,7 @@ Test(netfd, fd_above_fd_setsize)
     st_netfd_t nfd;
     char buf[8];
 
-    st_test_init();
+    /* Opened before st_init(): with select, st_init() lowers the limit below it. */
     cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)high) {
         if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (rlim_t)high) {
@@ -391,6 +522,7 @@ Test(netfd, fd_above_fd_setsize)
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     cr_assert_eq(dup2(sv[0], high), high, "dup2: %s", strerror(errno));
     close(sv[0]);
+    st_test_init();
 
     errno = 0;
     nfd = st_netfd_open_socket(high);

@@ -434,3 +434,114 @@ Test(poll, closed_descriptor_is_ebadf)
     st_netfd_free(nfd);
     close(raw);
 }
+
+/*
+ * How many descriptors a test may open: the event system's limit (select:
+ * FD_SETSIZE) less room for the test's other descriptors, at most `want`.
+ */
+static int fds_for_test(int want, int reserve)
+{
+    int room = st_getfdlimit() - reserve;
+
+    return room < want ? room : want;
+}
+
+Test(poll, every_ready_descriptor_is_reported_in_one_call)
+{
+    enum { WANT = 4097 };
+    struct pollfd *pds;
+    int sv[2];
+    int n;
+    int i;
+
+    st_test_init();
+    n = fds_for_test(WANT, 64);
+    cr_assert_gt(n, 512, "descriptor limit %d too low for this test", st_getfdlimit());
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    cr_assert_eq(write(sv[1], "x", 1), 1);
+    pds = calloc((size_t)n, sizeof(*pds));
+    cr_assert_not_null(pds);
+    /* n descriptors, every one of them readable: the same socket under n numbers. */
+    pds[0] = (struct pollfd){.fd = sv[0], .events = POLLIN};
+    for (i = 1; i < n; i++) {
+        int fd = dup(sv[0]);
+
+        cr_assert_geq(fd, 0, "dup #%d: %s", i, strerror(errno));
+        pds[i] = (struct pollfd){.fd = fd, .events = POLLIN};
+    }
+    cr_assert_eq(st_poll(pds, n, 1000000), n);
+    for (i = 0; i < n; i++) {
+        cr_assert_eq(pds[i].revents, POLLIN, "descriptor #%d", i);
+    }
+    for (i = 1; i < n; i++) {
+        close(pds[i].fd);
+    }
+    free(pds);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+struct deadline_reader {
+    st_netfd_t nfd;
+    ssize_t rc;
+    int err;
+};
+
+static void *read_with_deadline(void *arg)
+{
+    struct deadline_reader *r = arg;
+    char c;
+
+    r->rc = st_read(r->nfd, &c, 1, 300000);
+    r->err = errno;
+    return NULL;
+}
+
+/*
+ * Data that arrived before a deadline is delivered, even when many readers'
+ * data and their deadlines fall into the same scheduler cycle.
+ */
+Test(poll, ready_data_beats_an_expired_deadline_of_the_same_cycle)
+{
+    enum { WANT = 3000 };
+    struct deadline_reader *r;
+    st_thread_t *t;
+    int *raw;
+    int n;
+    int i;
+    int timed_out = 0;
+
+    st_test_init();
+    n = fds_for_test(WANT, 64) / 2;
+    r = calloc((size_t)n, sizeof(*r));
+    t = calloc((size_t)n, sizeof(st_thread_t));
+    raw = calloc((size_t)n, sizeof(*raw));
+    cr_assert(r != NULL && t != NULL && raw != NULL);
+    for (i = 0; i < n; i++) {
+        r[i].nfd = st_test_socketpair_raw(&raw[i]);
+        t[i] = st_thread_create(read_with_deadline, &r[i], 1, 0);
+        cr_assert_not_null(t[i]);
+    }
+    /* Every reader is waiting, with 300 ms to go. */
+    cr_assert_eq(st_usleep(1000), 0);
+    for (i = 0; i < n; i++) {
+        cr_assert_eq(write(raw[i], "x", 1), 1);
+    }
+    /* Without letting the scheduler run, let every deadline pass. */
+    st_test_busy_wait_us(400000);
+    for (i = 0; i < n; i++) {
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        if (r[i].rc != 1) {
+            timed_out++;
+        }
+    }
+    cr_assert_eq(timed_out, 0, "%d of %d readers whose data was there got no data (errno %d)",
+                 timed_out, n, r[0].err);
+    for (i = 0; i < n; i++) {
+        cr_assert_eq(st_netfd_close(r[i].nfd), 0);
+        close(raw[i]);
+    }
+    free(r);
+    free(t);
+    free(raw);
+}

@@ -501,6 +501,37 @@ Test(faults2, rlimit_raise_failure_keeps_the_soft_limit)
     expect_usable();
 }
 
+/*
+ * epoll's event buffer grows with the registered descriptors (every ready one
+ * fits in one epoll_wait): a growth that fails refuses the wait that needed
+ * it, with ENOMEM and every registration of that wait rolled back.
+ */
+Test(faults2, epoll_event_buffer_growth_failure_refuses_the_wait)
+{
+    enum { NFDS = 300 };
+    static struct pollfd pds[NFDS];
+    int sv[2];
+    init_with(ST_EVENTSYS_ALT);
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    for (int i = 0; i < NFDS; i++) {
+        pds[i] = (struct pollfd){.fd = dup(sv[0]), .events = POLLIN};
+        cr_assert_geq(pds[i].fd, 0);
+    }
+    arm(F_REALLOC, 1, ENOMEM);
+    EXPECT_FAIL(st_poll(pds, NFDS, 0), ENOMEM);
+    cr_expect_eq(faults[F_REALLOC].calls, 1);
+    disarm(F_REALLOC);
+    cr_expect_eq(st_poll(pds, NFDS, 0), 0, "the same wait works once memory is there");
+    cr_assert_eq(write(sv[1], "x", 1), 1);
+    cr_expect_eq(st_poll(pds, NFDS, 1000000), NFDS);
+    for (int i = 0; i < NFDS; i++) {
+        close(pds[i].fd);
+    }
+    close(sv[0]);
+    close(sv[1]);
+    expect_usable();
+}
+
 Test(faults2, unlimited_descriptors_are_capped)
 {
     nofile_infinite = true;
