@@ -100,6 +100,11 @@ void st_set_primordial_stack(void *top, void *bottom)
 /*
  * Process-wide I/O set-up: a write to a closed socket must fail with EPIPE
  * instead of killing the process, and a server wants every fd it may have.
+ * A backend that cannot watch every number (select: FD_SETSIZE) lowers the
+ * process's limit, soft and hard, to what it can watch, as State Threads
+ * does: accept() and socket() then fail with EMFILE where a descriptor the
+ * backend cannot watch would come, and a client waits in the listen queue
+ * instead of being accepted only to be dropped.
  */
 static int io_init(struct st__sched *sched)
 {
@@ -113,16 +118,27 @@ static int io_init(struct st__sched *sched)
     if (getrlimit(RLIMIT_NOFILE, &rlim) != 0) {
         return -1;
     }
-    if (rlim.rlim_cur < rlim.rlim_max) {
+    int backend_limit = sched->backend->fd_limit;
+    if (backend_limit > 0) {
+        rlim_t hard = rlim.rlim_max;
+        if (rlim.rlim_max == RLIM_INFINITY || rlim.rlim_max > (rlim_t)backend_limit) {
+            rlim.rlim_max = (rlim_t)backend_limit;
+        }
+        rlim.rlim_cur = rlim.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rlim) != 0) {
+            /* Where the hard limit is fixed (valgrind refuses to move it), the soft one does. */
+            rlim.rlim_max = hard;
+            if (setrlimit(RLIMIT_NOFILE, &rlim) != 0) {
+                return -1;
+            }
+        }
+    } else if (rlim.rlim_cur < rlim.rlim_max) {
         rlim.rlim_cur = rlim.rlim_max;
         (void)setrlimit(RLIMIT_NOFILE, &rlim); /* best effort: keep the old limit */
         (void)getrlimit(RLIMIT_NOFILE, &rlim);
     }
     rlim_t limit = rlim.rlim_cur > (rlim_t)INT_MAX ? (rlim_t)INT_MAX : rlim.rlim_cur;
     sched->osfd_limit = (int)limit;
-    if (sched->backend->fd_limit > 0 && sched->osfd_limit > sched->backend->fd_limit) {
-        sched->osfd_limit = sched->backend->fd_limit;
-    }
     return 0;
 }
 

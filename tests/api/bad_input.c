@@ -266,70 +266,119 @@ Test(bad_input, regular_files_and_directories)
     }
 }
 
-Test(bad_input, select_refuses_descriptors_at_or_above_fd_setsize)
+/*
+ * select cannot watch descriptors from FD_SETSIZE on, so st_init() lowers
+ * the process's descriptor limit to FD_SETSIZE, soft and hard: the kernel
+ * then never hands out a number select cannot watch, and a client that
+ * cannot be accepted stays queued instead of being accepted and dropped.
+ */
+Test(bad_input, select_lowers_the_descriptor_limit_to_fd_setsize)
 {
 #ifndef ST_TEST_HAVE_SELECT
     cr_skip_test("select is not compiled in");
 #else
     struct rlimit rl;
+    struct sockaddr_in sin;
+    int high = FD_SETSIZE + 100;
     int sv[2];
     int fillers[FD_SETSIZE + 8];
     int nfill = 0;
     unsigned short port = 0;
     st_netfd_t l;
-    int c1;
-    int c2;
     st_netfd_t s;
+    int client;
     int before;
+    char c;
+
+    /* A descriptor above FD_SETSIZE, opened while the limit allows it. */
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)high) {
+        rl.rlim_cur = (rlim_t)high + 1;
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < rl.rlim_cur) {
+            rl.rlim_max = rl.rlim_cur;
+        }
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            cr_skip_test("cannot raise RLIMIT_NOFILE above %d: %s", high, strerror(errno));
+        }
+    }
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    cr_assert_eq(dup2(sv[0], high), high, "dup2: %s", strerror(errno));
+    close(sv[0]);
 
     init_backend(ST_EVENTSYS_SELECT);
     cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)FD_SETSIZE + 64) {
-        cr_skip_test("RLIMIT_NOFILE %llu is too low", (unsigned long long)rl.rlim_cur);
+    cr_assert_eq(rl.rlim_cur, (rlim_t)FD_SETSIZE, "soft limit %llu", (unsigned long long)rl.rlim_cur);
+    if (rl.rlim_max != (rlim_t)FD_SETSIZE) {
+        /* Only where the hard limit cannot be lowered at all (valgrind keeps it). */
+        struct rlimit lower = {.rlim_cur = FD_SETSIZE, .rlim_max = FD_SETSIZE};
+
+        cr_assert_neq(setrlimit(RLIMIT_NOFILE, &lower), 0, "hard limit left at %llu",
+                      (unsigned long long)rl.rlim_max);
     }
     cr_assert_eq(st_getfdlimit(), FD_SETSIZE);
+    /* A descriptor opened earlier above the limit is refused, and stays the caller's. */
+    ST_ASSERT_FAILS_NULL(st_netfd_open_socket(high), EMFILE);
+    cr_assert(st_test_fd_is_open(high), "the caller keeps its descriptor");
+    close(high);
+    close(sv[1]);
+
     l = st_test_listener(&port, 8);
     before = open_fd_count();
-    /* Fill every number below FD_SETSIZE: the next accepted socket lands above. */
+    client = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(client, 0);
+    st_test_loopback(&sin, port);
+    cr_assert_eq(connect(client, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    /* Every number the limit allows is taken. */
     for (;;) {
         int fd = dup(st_netfd_fileno(l));
-        cr_assert_geq(fd, 0, "dup: %s", strerror(errno));
-        fillers[nfill++] = fd;
-        if (fd >= FD_SETSIZE - 1 || nfill == FD_SETSIZE + 8) {
+
+        if (fd < 0) {
+            cr_assert_eq(errno, EMFILE, "dup: %s", strerror(errno));
             break;
         }
+        cr_assert_lt(fd, FD_SETSIZE, "the kernel handed out %d", fd);
+        cr_assert_lt(nfill, FD_SETSIZE + 8);
+        fillers[nfill++] = fd;
     }
-    c1 = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(c1, FD_SETSIZE);
-    {
-        struct sockaddr_in sin;
-
-        st_test_loopback(&sin, port);
-        cr_assert_eq(connect(c1, (struct sockaddr *)&sin, sizeof(sin)), 0);
-        /* The accepted socket would be above the limit: it is closed, not leaked. */
-        ST_ASSERT_FAILS_NULL(st_accept(l, NULL, NULL, 1000000), EMFILE);
-        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-        ST_ASSERT_FAILS_NULL(st_netfd_open_socket(sv[0]), EMFILE);
-        cr_assert(st_test_fd_is_open(sv[0]), "the caller keeps its descriptor");
-        close(sv[0]);
-        close(sv[1]);
-        close(c1);
-        while (nfill > 0) {
-            close(fillers[--nfill]);
-        }
-        cr_assert_eq(open_fd_count(), before, "nothing leaked");
-        /* Below the limit again, the listener works. */
-        c2 = socket(AF_INET, SOCK_STREAM, 0);
-        cr_assert_eq(connect(c2, (struct sockaddr *)&sin, sizeof(sin)), 0);
-        s = st_accept(l, NULL, NULL, 1000000);
-        cr_assert_not_null(s, "%s", strerror(errno));
-        cr_assert_eq(st_netfd_close(s), 0);
-        close(c2);
+    ST_ASSERT_FAILS_NULL(st_accept(l, NULL, NULL, 1000000), EMFILE);
+    while (nfill > 0) {
+        close(fillers[--nfill]);
     }
+    /* The client was left in the listen queue, not dropped: it is accepted now. */
+    s = st_accept(l, NULL, NULL, 1000000);
+    cr_assert_not_null(s, "%s", strerror(errno));
+    cr_assert_eq(write(client, "q", 1), 1);
+    cr_assert_eq(st_read(s, &c, 1, 1000000), 1);
+    cr_assert_eq(c, 'q');
+    cr_assert_eq(st_netfd_close(s), 0);
+    close(client);
+    cr_assert_eq(open_fd_count(), before, "nothing leaked");
     cr_assert_eq(st_netfd_close(l), 0);
     expect_usable();
 #endif
 }
+
+#ifdef ST_TEST_HAVE_EPOLL
+/* Event systems without a descriptor limit of their own raise the soft limit to the hard one. */
+Test(bad_input, other_event_systems_keep_the_hard_limit)
+{
+    struct rlimit rl;
+    struct rlimit after;
+
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max <= (rlim_t)FD_SETSIZE) {
+        cr_skip_test("hard RLIMIT_NOFILE %llu is not a finite number above FD_SETSIZE",
+                     (unsigned long long)rl.rlim_max);
+    }
+    rl.rlim_cur = FD_SETSIZE / 2;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "setrlimit: %s", strerror(errno));
+    init_backend(ST_EVENTSYS_ALT);
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &after), 0);
+    cr_assert_eq(after.rlim_max, rl.rlim_max);
+    cr_assert_eq(after.rlim_cur, rl.rlim_max);
+    cr_assert_eq((rlim_t)st_getfdlimit(), rl.rlim_max);
+}
+#endif
 
 Test(bad_input, unknown_or_missing_event_systems)
 {

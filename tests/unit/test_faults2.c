@@ -502,6 +502,50 @@ Test(faults2, rlimit_raise_failure_keeps_the_soft_limit)
 }
 
 /*
+ * select lowers the descriptor limit to FD_SETSIZE, hard and soft; where the
+ * hard limit cannot be moved the soft one is lowered alone, and where
+ * neither can, st_init fails as State Threads' does.
+ */
+Test(faults2, select_limit_lowering_falls_back_to_the_soft_limit)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= FD_SETSIZE) {
+        cr_skip_test("RLIMIT_NOFILE hard limit %llu is not above FD_SETSIZE",
+                     (unsigned long long)rl.rlim_max);
+    }
+    arm(F_SETRLIMIT, 1, EPERM);
+    init_with(ST_EVENTSYS_SELECT);
+    cr_expect_eq(faults[F_SETRLIMIT].calls, 2, "one try with the hard limit, one without");
+    struct rlimit after;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &after), 0);
+    cr_expect_eq(after.rlim_cur, (rlim_t)FD_SETSIZE);
+    cr_expect_eq(after.rlim_max, rl.rlim_max, "the hard limit is left as it was");
+    cr_expect_eq(st_getfdlimit(), FD_SETSIZE);
+    expect_usable();
+}
+
+Test(faults2, select_limit_failure_fails_init)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= FD_SETSIZE) {
+        cr_skip_test("RLIMIT_NOFILE hard limit %llu is not above FD_SETSIZE",
+                     (unsigned long long)rl.rlim_max);
+    }
+    arm_times(F_SETRLIMIT, 1, EPERM, 2);
+    cr_assert_eq(st_set_eventsys(ST_EVENTSYS_SELECT), 0);
+    EXPECT_FAIL(st_init(), EPERM);
+    struct rlimit after;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &after), 0);
+    cr_expect_eq(after.rlim_cur, rl.rlim_cur, "nothing changed");
+    /* Nothing was left half set up: the next st_init works. */
+    init_with(-1);
+    cr_expect_eq(st_getfdlimit(), FD_SETSIZE);
+    expect_usable();
+}
+
+/*
  * epoll's event buffer grows with the registered descriptors (every ready one
  * fits in one epoll_wait): a growth that fails refuses the wait that needed
  * it, with ENOMEM and every registration of that wait rolled back.
