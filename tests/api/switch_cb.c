@@ -149,3 +149,45 @@ Test(switch_cb, only_one_direction)
     cr_assert_eq(out_log.n, 1);
     cr_assert_eq(out_log.who[0], st_thread_self());
 }
+
+static void *yield_and_sleep(void *arg)
+{
+    (void)arg;
+    st_thread_yield(); /* a switch only if another coroutine is runnable */
+    st_usleep(200);
+    return NULL;
+}
+
+/*
+ * A coroutine is switched in at its first run and after each wait, and
+ * switched out at each wait and once more as it exits: a profiler that
+ * pairs the callbacks sees as many of one as of the other.
+ */
+Test(switch_cb, a_coroutine_is_switched_out_as_often_as_in_exit_included)
+{
+    int joinable;
+
+    st_test_init();
+    st_set_switch_in_cb(on_in);
+    st_set_switch_out_cb(on_out);
+    for (joinable = 1; joinable >= 0; joinable--) {
+        st_thread_t t;
+
+        in_log.n = 0;
+        out_log.n = 0;
+        t = st_thread_create(yield_and_sleep, NULL, joinable, 0);
+        cr_assert_not_null(t);
+        if (joinable) {
+            cr_assert_eq(st_thread_join(t, NULL), 0);
+        } else {
+            cr_assert_eq(st_usleep(20000), 0);
+        }
+        cr_assert_lt(in_log.n, LOG_MAX);
+        /* In at its first run, out at its sleep, in after it, out as it exits. */
+        cr_assert_geq(count_of(&in_log, t), 2, "joinable %d: %d switch-ins", joinable,
+                      count_of(&in_log, t));
+        cr_assert_eq(count_of(&out_log, t), count_of(&in_log, t),
+                     "joinable %d: %d switch-outs for %d switch-ins", joinable,
+                     count_of(&out_log, t), count_of(&in_log, t));
+    }
+}
