@@ -4,11 +4,14 @@
 
 #include "sched.h"
 
-/* Wall-clock microseconds, as State Threads' st_utime() has always returned. */
+/*
+ * Monotonic microseconds, as State Threads reads on Linux: deadlines must
+ * not move when the wall clock is stepped. Its epoch is arbitrary (boot).
+ */
 static st_utime_t default_utime(void)
 {
     struct timespec ts;
-    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
     return (st_utime_t)ts.tv_sec * 1000000ULL + (st_utime_t)ts.tv_nsec / 1000ULL;
 }
 
@@ -41,8 +44,8 @@ int st_set_utime_function(st_utime_t (*func)(void))
 
 st_utime_t st_utime_last_clock(void)
 {
-    const struct st__sched *sched = st__sched_peek();
-    return sched != NULL ? sched->last_clock : 0;
+    struct st__sched *sched = st__sched_peek();
+    return sched != NULL ? st__sched_last_clock(sched) : 0;
 }
 
 int st_timecache_set(int on)
@@ -63,7 +66,8 @@ int st_timecache_set(int on)
 
 void st__time_cache_tick(struct st__sched *sched, st_utime_t now)
 {
-    if (sched->cached_time != 0 && now - sched->cached_time_at >= 1000000ULL) {
+    /* As State Threads: refreshed once more than 999 ms have passed. */
+    if (sched->cached_time != 0 && now - sched->cached_time_at > 999000ULL) {
         sched->cached_time = time(NULL);
         sched->cached_time_at = now;
     }

@@ -70,12 +70,9 @@ struct st__sched *st__sched_get(void)
 
 void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_utime_t timeout)
 {
-    if (st__heap_size(&sched->sleep_q) == 0) {
-        /* Yields skip the clock while nobody sleeps: catch up now. */
-        sched->last_clock = st__utime(sched);
-    }
-    st_utime_t due = sched->last_clock + timeout;
-    if (due < sched->last_clock) {
+    st_utime_t now = st__sched_last_clock(sched);
+    st_utime_t due = now + timeout;
+    if (due < now) {
         due = ST_UTIME_NO_TIMEOUT - 1; /* saturate instead of wrapping into the past */
     }
     st__heap_insert(&sched->sleep_q, &thread->timer, due);
@@ -133,6 +130,7 @@ void st__sched_check_clock(struct st__sched *sched)
 {
     st_utime_t now = st__utime(sched);
     sched->last_clock = now;
+    sched->clock_stale = false;
     st__time_cache_tick(sched, now);
 
     /*

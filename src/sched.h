@@ -37,7 +37,8 @@ struct st__sched {
     int active_count;         /* coroutines that keep the process alive */
     size_t thread_count;
 
-    st_utime_t last_clock;    /* clock at the last scheduler cycle */
+    st_utime_t last_clock;    /* clock at the last scheduler cycle or yield */
+    bool clock_stale;         /* a yield skipped reading the clock: last_clock is behind */
     st_utime_t (*utime_fn)(void);
     time_t cached_time;       /* st_time() value while the time cache is on, else 0 */
     st_utime_t cached_time_at;
@@ -155,8 +156,21 @@ void st__sched_switch(struct st__sched *sched, struct _st_thread *me);
 /* Bookkeeping on arriving in `me` after a switch (or at its first run). */
 void st__sched_arrived(struct st__sched *sched, struct _st_thread *me);
 
+/* The clock used for deadlines (st_utime()). */
+st_utime_t st__utime(const struct st__sched *sched);
+
 /* Read the clock, then move every coroutine whose deadline passed to the run queue. */
 void st__sched_check_clock(struct st__sched *sched);
+
+/* The clock as of the last cycle or yield (read now if a yield put that off). */
+static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
+{
+    if (sched->clock_stale) {
+        sched->clock_stale = false;
+        sched->last_clock = st__utime(sched);
+    }
+    return sched->last_clock;
+}
 
 /* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
 st_utime_t st__sched_next_timeout(const struct st__sched *sched);
@@ -164,8 +178,6 @@ st_utime_t st__sched_next_timeout(const struct st__sched *sched);
 /* A waiter's I/O is ready: take it off the io_q and make it runnable. */
 void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);
 
-/* The clock used for deadlines (st_utime()). */
-st_utime_t st__utime(const struct st__sched *sched);
 
 /* Refresh the st_time() cache when it is on and a second has passed. */
 void st__time_cache_tick(struct st__sched *sched, st_utime_t now);

@@ -204,12 +204,15 @@ void st_thread_yield(void)
     }
     /*
      * Timers can only expire if there are any: without sleepers (and
-     * without the st_time() cache to refresh) the clock is not read, which
-     * is most of a yield's cost. st__sched_sleep_add() refreshes the clock
-     * when the first sleeper arrives, so deadlines stay as fresh as ever.
+     * without the st_time() cache to refresh) reading the clock, most of a
+     * yield's cost, is put off until somebody asks for it (a new deadline,
+     * st_utime_last_clock()), which then sees a clock as current as State
+     * Threads', whose every yield reads it.
      */
     if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
         st__sched_check_clock(sched);
+    } else {
+        sched->clock_stale = true;
     }
     if (st__list_empty(&sched->run_q)) {
         return;

@@ -133,14 +133,15 @@ Test(sleep_time, utime_is_microseconds_and_increases)
     /* Microseconds: 10 ms of sleep is about 10000 units, not 10 or 10^7. */
     cr_assert_geq((long long)(c - b), 10000 - ST_TEST_SLACK_US);
     cr_assert_lt((long long)(c - b), st_test_now_us() - start + 100000);
-    /* The default clock is the wall clock. */
-    gettimeofday(&tv, NULL);
+    /* The default clock is the monotonic one, not the wall clock (far from it: boot time). */
     {
-        long long wall = (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
-        long long diff = wall - (long long)st_utime();
+        long long diff = st_test_now_us() - (long long)st_utime();
 
         cr_assert_lt(diff < 0 ? -diff : diff, 1000000);
     }
+    gettimeofday(&tv, NULL);
+    cr_assert_gt((long long)tv.tv_sec * 1000000LL + tv.tv_usec - (long long)st_utime(), 1000000LL,
+                 "st_utime() reads the wall clock");
 }
 
 Test(sleep_time, last_clock_is_not_ahead_of_now)
@@ -164,14 +165,6 @@ static st_utime_t monotonic_clock(void)
 {
     fake_calls++;
     return (st_utime_t)st_test_now_us();
-}
-
-static long long wall_us(void)
-{
-    struct timeval tv;
-
-    gettimeofday(&tv, NULL);
-    return (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
 }
 
 static long long absdiff(long long a, long long b)
@@ -201,10 +194,63 @@ Test(sleep_time, utime_function_after_init_is_einval)
 {
     st_test_init();
     ST_ASSERT_FAILS(st_set_utime_function(monotonic_clock), EINVAL);
+    ST_ASSERT_FAILS(st_set_utime_function(NULL), EINVAL);
     /* The clock in use did not change. */
-    cr_assert_lt(absdiff((long long)st_utime(), wall_us()), 1000000);
+    cr_assert_lt(absdiff((long long)st_utime(), st_test_now_us()), 1000000);
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_eq(fake_calls, 0);
+}
+
+static st_utime_t fake_now;
+
+/* A clock that moves only when the test says so. */
+static st_utime_t manual_clock(void)
+{
+    return fake_now;
+}
+
+Test(sleep_time, null_before_init_goes_back_to_the_monotonic_clock)
+{
+    fake_now = 42;
+    cr_assert_eq(st_set_utime_function(manual_clock), 0);
+    cr_assert_eq(st_utime(), 42);
+    cr_assert_eq(st_set_utime_function(NULL), 0);
+    cr_assert_lt(absdiff((long long)st_utime(), st_test_now_us()), 1000000);
+    st_test_init();
+    cr_assert_lt(absdiff((long long)st_utime_last_clock(), st_test_now_us()), 1000000);
+    /* Set once st runs, it is refused and the clock stays. */
+    ST_ASSERT_FAILS(st_set_utime_function(manual_clock), EINVAL);
+    cr_assert_lt(absdiff((long long)st_utime(), st_test_now_us()), 1000000);
+}
+
+static void *sleep_2s(void *arg)
+{
+    (void)arg;
+    st_usleep(2000000);
+    return NULL;
+}
+
+/* Every yield brings st_utime_last_clock() up to date, sleepers or not. */
+Test(sleep_time, yield_keeps_last_clock_current)
+{
+    st_thread_t t;
+
+    fake_now = 1000;
+    cr_assert_eq(st_set_utime_function(manual_clock), 0);
+    st_test_init();
+    cr_assert_eq(st_utime_last_clock(), 1000);
+    fake_now = 5000;
+    st_thread_yield(); /* nobody sleeps and nobody else is runnable */
+    cr_assert_eq(st_utime_last_clock(), 5000);
+
+    t = st_thread_create(sleep_2s, NULL, 0, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(0), 0); /* t runs and sleeps */
+    fake_now = 20000;
+    st_thread_yield();
+    cr_assert_eq(st_utime_last_clock(), 20000);
+    st_thread_interrupt(t);
+    st_thread_yield();
 }
 
 Test(sleep_time, timecache_returns_previous_setting)
