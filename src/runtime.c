@@ -172,8 +172,7 @@ static void release_threads(struct st__sched *sched)
      * may be another coroutine's join condition.)
      */
     for (struct st__list *link = sched->threads.next; link != &sched->threads; link = link->next) {
-        struct _st_thread *thread = st__thread_from_all_links(link);
-        st__list_remove(&thread->wait_links);
+        st__sync_forget_waiter(st__thread_from_all_links(link));
     }
     struct st__list *link = sched->threads.next;
     while (link != &sched->threads) {
@@ -220,6 +219,7 @@ int st_init(void)
     primordial->state = ST__RUNNING;
     st__list_init(&primordial->links);
     st__list_init(&primordial->wait_links);
+    primordial->cond = NULL;
     st__heap_node_init(&primordial->timer);
     st__fiber_init_primordial(&primordial->fiber);
     primordial->fiber.stack_lo = sched->primordial_stack_lo;

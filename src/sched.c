@@ -145,6 +145,7 @@ void st__sched_check_clock(struct st__sched *sched)
         struct _st_thread *thread = st__thread_from_timer(node);
         if (thread->state == ST__COND_WAIT) {
             thread->flags |= ST__FL_TIMEDOUT;
+            st__cond_waiter_woken(thread);
         }
         thread->state = ST__RUNNABLE;
         st__list_insert_tail(&expired, &thread->links);

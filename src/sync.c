@@ -2,9 +2,13 @@
  * Condition variables and mutexes.
  *
  * Scheduling is cooperative, so nothing here needs atomics: a check and the
- * assignment after it can never be separated by another coroutine. A woken
- * waiter stays on the wait queue until it runs and unlinks itself; the
- * waker only changes its state, which is how a later signal knows to skip it.
+ * assignment after it can never be separated by another coroutine.
+ *
+ * A cond's wait queue holds only the waiters not yet woken, so a signal
+ * wakes its first entry in constant time however many woken waiters have
+ * not run yet; those are counted in `woken` until they do. A mutex waiter
+ * stays on the queue until it runs and unlinks itself; an unlock skips the
+ * ones an interrupt has woken (rare, unlike a burst of signals).
  */
 #include "sync.h"
 
@@ -16,6 +20,22 @@
 void st__cond_init(struct _st_cond *cvar)
 {
     st__list_init(&cvar->wait_q);
+    cvar->woken = 0;
+}
+
+void st__cond_waiter_woken(struct _st_thread *thread)
+{
+    st__list_remove(&thread->wait_links);
+    thread->cond->woken++;
+}
+
+void st__sync_forget_waiter(struct _st_thread *thread)
+{
+    if (thread->cond != NULL && st__list_empty(&thread->wait_links)) {
+        thread->cond->woken--; /* woken, and now it never runs */
+    }
+    thread->cond = NULL;
+    st__list_remove(&thread->wait_links);
 }
 
 /* Consume a pending interrupt: true (errno EINTR) if there was one. */
@@ -46,7 +66,7 @@ int st_cond_destroy(st_cond_t cvar)
         errno = EINVAL;
         return -1;
     }
-    if (!st__list_empty(&cvar->wait_q)) {
+    if (st__cond_has_waiters(cvar)) {
         errno = EBUSY;
         return -1;
     }
@@ -71,12 +91,15 @@ int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
 
     me->state = ST__COND_WAIT;
     me->waiting_on = cvar;
+    me->cond = cvar;
     st__list_insert_tail(&cvar->wait_q, &me->wait_links);
     if (timeout != ST_UTIME_NO_TIMEOUT) {
         st__sched_sleep_add(sched, me, timeout);
     }
     st__sched_switch(sched, me);
-    st__list_remove(&me->wait_links);
+    /* Whatever woke it took it off the queue. */
+    cvar->woken--;
+    me->cond = NULL;
     me->waiting_on = NULL;
 
     int rv = 0;
@@ -96,35 +119,40 @@ int st_cond_wait(st_cond_t cvar)
     return st_cond_timedwait(cvar, ST_UTIME_NO_TIMEOUT);
 }
 
-static int cond_wake(st_cond_t cvar, bool all)
+/* Wake the first waiter of a non-empty queue: it leaves the queue now, before it runs. */
+static void wake_first(struct st__sched *sched, st_cond_t cvar)
+{
+    struct st__list *link = cvar->wait_q.next;
+    struct _st_thread *thread = st__thread_from_wait_links(link);
+    st__list_remove(link);
+    cvar->woken++;
+    st__sched_sleep_del(sched, thread);
+    st__sched_make_runnable(sched, thread);
+}
+
+int st_cond_signal(st_cond_t cvar)
+{
+    if (cvar == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!st__list_empty(&cvar->wait_q)) {
+        wake_first(st__sched_peek(), cvar);
+    }
+    return 0;
+}
+
+int st_cond_broadcast(st_cond_t cvar)
 {
     if (cvar == NULL) {
         errno = EINVAL;
         return -1;
     }
     struct st__sched *sched = st__sched_peek();
-    for (struct st__list *link = cvar->wait_q.next; link != &cvar->wait_q; link = link->next) {
-        struct _st_thread *thread = st__thread_from_wait_links(link);
-        if (thread->state != ST__COND_WAIT) {
-            continue; /* already woken, not yet run */
-        }
-        st__sched_sleep_del(sched, thread);
-        st__sched_make_runnable(sched, thread);
-        if (!all) {
-            break;
-        }
+    while (!st__list_empty(&cvar->wait_q)) {
+        wake_first(sched, cvar);
     }
     return 0;
-}
-
-int st_cond_signal(st_cond_t cvar)
-{
-    return cond_wake(cvar, false);
-}
-
-int st_cond_broadcast(st_cond_t cvar)
-{
-    return cond_wake(cvar, true);
 }
 
 /*

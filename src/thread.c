@@ -54,6 +54,7 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
     thread->stack = stack;
     st__list_init(&thread->links);
     st__list_init(&thread->wait_links);
+    thread->cond = NULL;
     st__heap_node_init(&thread->timer);
     thread->term = NULL;
     if (joinable) {
@@ -165,7 +166,7 @@ int st_thread_join(st_thread_t thread, void **retvalp)
         errno = EDEADLK;
         return -1;
     }
-    if (!st__list_empty(&thread->term->wait_q)) {
+    if (st__cond_has_waiters(thread->term)) {
         errno = EINVAL; /* somebody is joining it already */
         return -1;
     }
@@ -192,6 +193,9 @@ void st_thread_interrupt(st_thread_t thread)
         return; /* it sees the flag at its next blocking call */
     }
     struct st__sched *sched = st__sched_peek();
+    if (thread->state == ST__COND_WAIT) {
+        st__cond_waiter_woken(thread);
+    }
     st__sched_sleep_del(sched, thread);
     st__sched_make_runnable(sched, thread);
 }

@@ -62,6 +62,7 @@ struct _st_thread {
 
     struct st__stack *stack;     /* NULL for the primordial coroutine */
     struct st__list wait_links;  /* on a cond's or a mutex's wait queue */
+    struct _st_cond *cond;       /* the cond waited on (woken or not), else NULL */
     struct st__list all_links;   /* on the scheduler's list of every coroutine */
 
     struct _st_cond *term;       /* &term_cond when joinable, else NULL */

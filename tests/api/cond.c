@@ -263,6 +263,25 @@ Test(cond, destroy_with_waiters_is_ebusy)
     cr_assert_eq(st_cond_destroy(cv), 0);
 }
 
+/* A signalled waiter that has not run yet still uses the cond. */
+Test(cond, destroy_is_ebusy_until_a_woken_waiter_has_run)
+{
+    struct waiter w;
+    st_thread_t t;
+    st_cond_t cv;
+
+    st_test_init();
+    cv = st_cond_new();
+    cr_assert_not_null(cv);
+    t = start_waiter(&w, cv, ST_UTIME_NO_TIMEOUT, 'a');
+    st_thread_yield();
+    cr_assert_eq(st_cond_signal(cv), 0);
+    ST_ASSERT_FAILS(st_cond_destroy(cv), EBUSY);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(w.rc, 0);
+    cr_assert_eq(st_cond_destroy(cv), 0);
+}
+
 Test(cond, interrupt_wakes_waiter_with_eintr)
 {
     struct waiter w[2];

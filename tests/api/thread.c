@@ -454,6 +454,30 @@ Test(thread, second_joiner_is_einval)
     cr_assert_eq(ja.ret, &token);
 }
 
+/* A joiner that was woken (here by an interrupt) is still the joiner until it has run. */
+Test(thread, second_joiner_is_einval_while_the_first_has_not_run_yet)
+{
+    struct joiner_arg ja = {0};
+    int token;
+    st_thread_t target;
+    st_thread_t joiner;
+
+    st_test_init();
+    target = st_thread_create(sleep_then_return, &token, 1, 0);
+    cr_assert_not_null(target);
+    ja.target = target;
+    joiner = st_thread_create(join_target, &ja, 1, 0);
+    cr_assert_not_null(joiner);
+    st_thread_yield();
+    st_thread_interrupt(joiner);
+    ST_ASSERT_FAILS(st_thread_join(target, NULL), EINVAL);
+    cr_assert_eq(st_thread_join(joiner, NULL), 0);
+    cr_assert_eq(ja.rc, -1);
+    cr_assert_eq(ja.err, EINTR);
+    /* Once it has run and given up, another coroutine may join. */
+    cr_assert_eq(st_thread_join(target, NULL), 0);
+}
+
 Test(thread, interrupted_joiner_gets_eintr)
 {
     struct joiner_arg ja = {0};
