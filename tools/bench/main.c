@@ -6,7 +6,7 @@
  *   all        every group with the full sizes, each in a fresh process
  *   --smoke    every group with tiny sizes, no timing checks (the test suite)
  *   micro      raw switch, cond ping-pong, yield, create+join cached and free
- *              [--reps N] [--only raw|min|cond|yield|cache|free] [--exact N]
+ *              [--reps N] [--only raw|min|cond|yield|burst|cache|free] [--exact N]
  *   heap       the timeout-heap test [--sleepers N] [--rounds N] [--reps N]
  *   echo       loopback echo, st and plain epoll servers [--server NAME[,NAME...]|both|all]
  *              (names: epoll, st, st-io_uring, epoll-drain; both: epoll,st)
@@ -76,7 +76,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: st_bench [--smoke | all | COMMAND [options]]\n"
-            "  micro  [--reps N] [--only raw|min|cond|yield|cache|free] [--exact N]\n"
+            "  micro  [--reps N] [--only raw|min|cond|yield|burst|cache|free] [--exact N]\n"
             "  heap   [--sleepers N] [--rounds N] [--reps N]\n"
             "  echo   [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--repeat N] [--warmup S]"
             " [--window S] [--windows N]\n"

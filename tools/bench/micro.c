@@ -219,6 +219,66 @@ static double yield_run(long iters)
     return t;
 }
 
+/* ---- 3b. a burst of signals ------------------------------------------------------------- */
+
+/*
+ * Many coroutines wait on one cond and are signalled one after the other
+ * before any of them runs, as when a producer hands out a batch of work. The
+ * signals are timed; the woken coroutines then run and wait again untimed.
+ * Each signal should cost the same however many woken waiters have not run.
+ */
+enum { BURST_WAITERS = 10000 };
+
+static st_cond_t burst_cond;
+static int burst_stop;
+static int burst_waiters = BURST_WAITERS; /* fewer for --smoke */
+
+static void *burst_waiter(void *arg)
+{
+    (void)arg;
+    while (!burst_stop) {
+        (void)st_cond_wait(burst_cond);
+    }
+    return NULL;
+}
+
+static double burst_run(long rounds)
+{
+    static st_thread_t waiters[BURST_WAITERS];
+    burst_stop = 0;
+    burst_cond = st_cond_new();
+    if (burst_cond == NULL) {
+        return -1.0;
+    }
+    int n = 0;
+    for (; n < burst_waiters; n++) {
+        waiters[n] = st_thread_create(burst_waiter, NULL, 1, 0);
+        if (waiters[n] == NULL) {
+            break;
+        }
+    }
+    double t = -1.0;
+    if (n == burst_waiters) {
+        t = 0;
+        (void)st_usleep(0); /* every waiter runs and waits */
+        for (long r = 0; r < rounds; r++) {
+            double t0 = bench_cpu_now();
+            for (int i = 0; i < burst_waiters; i++) {
+                (void)st_cond_signal(burst_cond);
+            }
+            t += bench_cpu_now() - t0;
+            (void)st_usleep(0);
+        }
+    }
+    burst_stop = 1;
+    (void)st_cond_broadcast(burst_cond);
+    for (int i = 0; i < n; i++) {
+        (void)st_thread_join(waiters[i], NULL);
+    }
+    (void)st_cond_destroy(burst_cond);
+    return t;
+}
+
 /* ---- 4. create + join ------------------------------------------------------------------ */
 
 static void *noop(void *arg)
@@ -305,6 +365,12 @@ int bench_micro(const struct bench_scale *scale)
     if (wanted(scale, "yield")) {
         rc |= report("yield", measure(scale, yield_run, 2000000 / div, 2), "ns", "switch_raw",
                      "st_thread_yield, per yield");
+    }
+    if (wanted(scale, "burst")) {
+        burst_waiters = scale->smoke ? 100 : BURST_WAITERS;
+        rc |= report("cond_signal_burst", measure(scale, burst_run, 20 / div > 0 ? 20 / div : 1,
+                                                  burst_waiters),
+                     "ns", "switch_raw", "st_cond_signal, 10 000 waiters signalled in a row");
     }
     if (wanted(scale, "cache")) {
         rc |= report("create_join_cache", measure(scale, create_join_run, 1000000 / div, 1),
