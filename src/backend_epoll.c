@@ -252,7 +252,12 @@ static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
     for (int i = 0; i < n; i++) {
         int fd = st->events[i].data.fd;
         struct fd_watch *w = watch_of(st, fd);
-        collect(w, to_poll_events(st->events[i].events), &ready);
+        short fired = to_poll_events(st->events[i].events);
+        if ((fired & (POLLERR | POLLHUP)) != 0) {
+            /* As State Threads: an error or hang-up also ends every wait for I/O on the fd. */
+            fired = (short)(fired | POLLIN | POLLOUT | POLLPRI);
+        }
+        collect(w, fired, &ready);
         /* A kept registration fired for what nobody waits for: drop that part. */
         unsigned want = wanted_events(w);
         if (want == 0 || (st->events[i].events & (EPOLLIN | EPOLLOUT | EPOLLPRI) & ~want) != 0) {
