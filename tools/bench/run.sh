@@ -13,8 +13,8 @@
 #    128 KiB stacks, with and without guard pages), callgrind instruction
 #    counts per switch and per echo round trip, and (with perf) system calls
 #    per echo request;
-# 3. prints one table: every figure, its ratio to the floor (the raw switch)
-#    or to the epoll baseline, and the goal of issue 5 where there is one;
+# 3. prints one table: every figure and its ratio to the floor (the raw
+#    switch) or to the epoll baseline;
 # 4. writes build-bench/results.txt (raw RESULT/NOTE lines), build-bench/
 #    table.txt and build-bench/echo.dat, and draws build-bench/
 #    echo_throughput.png when gnuplot is installed (tools/bench/plot.sh).
@@ -272,29 +272,12 @@ fi
 echo "INFO load average at end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT"
 
 # ---------------------------------------------------------------------------
-# The table: every figure with its ratio to its base, and the goal of
-# issue 5 where one applies (goals are for the reference machine).
+# The table: every figure with its ratio to its base.
 awk -v rt="$RT" '
-BEGIN {
-    goal["switch_cond"] = "<=6";        goal["yield"] = "<=8"
-    goal["create_join_cache"] = "<=40"; goal["heap_1000"] = "<=0.15"
-    goal["echo_st_100"] = "x>=1.0";     goal["echo_st_1000"] = "x>=1.0"
-    goal["echo_st_10000"] = "x>=0.9"
-    goal["mem_read_guard_16k"] = "<=8"; goal["mem_read_noguard_16k"] = "<=8"
-    goal["mem_sleep_noguard_16k_count"] = ">=1000000"
-    goal["mem_sleep_guard_16k_count"] = ">=1000000"
-}
 function num(v) {
     if (v >= 1000) return sprintf("%.0f", v)
     if (v >= 100) return sprintf("%.1f", v)
     return sprintf("%.2f", v)
-}
-function met(g, v, r,    t) {
-    if (substr(g, 1, 1) == "x") { v = r; g = substr(g, 2) }
-    if (v == "") return "?"
-    t = substr(g, 3) + 0
-    if (substr(g, 1, 2) == "<=") return v <= t ? "yes" : "no"
-    return v >= t ? "yes" : "no"
 }
 /^INFO / { sub(/^INFO /, ""); info[++ni] = $0; next }
 /^NOTE / { sub(/^NOTE /, ""); notes[++nn] = $0; next }
@@ -306,16 +289,13 @@ function met(g, v, r,    t) {
 END {
     for (i = 1; i <= ni; i++) print info[i]
     print ""
-    printf "%-50s %12s %-10s %8s %10s %s\n", "figure", "value", "unit", "ratio", "goal", "met"
+    printf "%-50s %12s %-10s %8s\n", "figure", "value", "unit", "ratio"
     for (i = 1; i <= n; i++) {
         k = order[i]; r = ""; rs = ""
         if (base[k] != "-" && (base[k] in val) && val[base[k]] > 0) {
             r = val[k] / val[base[k]]; rs = sprintf("%.2fx", r)
         }
-        g = (k in goal) ? goal[k] : ""
-        gs = g; if (substr(gs, 1, 1) == "x") gs = substr(gs, 2) "x"
-        line = sprintf("%-50s %12s %-10s %8s %10s %s", substr(desc[k], 1, 50), num(val[k]), unit[k],
-            rs, gs, g == "" ? "" : met(g, val[k], r))
+        line = sprintf("%-50s %12s %-10s %8s", substr(desc[k], 1, 50), num(val[k]), unit[k], rs)
         sub(/ +$/, "", line)
         print line
     }
