@@ -70,6 +70,14 @@ struct st__sched *st__sched_get(void)
 
 void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_utime_t timeout)
 {
+    /*
+     * With nobody sleeping, the last cycle may be long past (a start-up, a
+     * long computation): the first deadline counts from a fresh clock, so
+     * that it is not due before the scheduler has even waited.
+     */
+    if (st__heap_size(&sched->sleep_q) == 0) {
+        sched->clock_stale = true;
+    }
     st_utime_t now = st__sched_last_clock(sched);
     st_utime_t due = now + timeout;
     if (due < now) {

@@ -308,19 +308,27 @@ Test(bad_input, select_lowers_the_descriptor_limit_to_fd_setsize)
     init_backend(ST_EVENTSYS_SELECT);
     cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
     cr_assert_eq(rl.rlim_cur, (rlim_t)FD_SETSIZE, "soft limit %llu", (unsigned long long)rl.rlim_cur);
-    if (rl.rlim_max != (rlim_t)FD_SETSIZE) {
-        /* Only where the hard limit cannot be lowered at all (valgrind keeps it). */
-        struct rlimit lower = {.rlim_cur = FD_SETSIZE, .rlim_max = FD_SETSIZE};
-
-        cr_assert_neq(setrlimit(RLIMIT_NOFILE, &lower), 0, "hard limit left at %llu",
-                      (unsigned long long)rl.rlim_max);
-    }
     cr_assert_eq(st_getfdlimit(), FD_SETSIZE);
     /* A descriptor opened earlier above the limit is refused, and stays the caller's. */
     ST_ASSERT_FAILS_NULL(st_netfd_open_socket(high), EMFILE);
     cr_assert(st_test_fd_is_open(high), "the caller keeps its descriptor");
     close(high);
     close(sv[1]);
+    if (rl.rlim_max != (rlim_t)FD_SETSIZE) {
+        /* Only where the hard limit cannot be lowered at all. */
+        struct rlimit lower = {.rlim_cur = FD_SETSIZE, .rlim_max = FD_SETSIZE};
+
+        cr_assert_neq(setrlimit(RLIMIT_NOFILE, &lower), 0, "hard limit left at %llu",
+                      (unsigned long long)rl.rlim_max);
+        /*
+         * That is valgrind, which keeps the descriptor limit to itself: the
+         * kernel still hands out higher numbers, which valgrind then closes
+         * (an accepted connection with them). Nothing below can hold there.
+         */
+        cr_skip_test("the descriptor limit is emulated (hard limit %llu stays): "
+                     "the listen queue cannot be observed",
+                     (unsigned long long)rl.rlim_max);
+    }
 
     l = st_test_listener(&port, 8);
     before = open_fd_count();

@@ -201,6 +201,31 @@ Test(sleep_time, utime_function_after_init_is_einval)
     cr_assert_eq(fake_calls, 0);
 }
 
+/*
+ * With nobody sleeping, a deadline counts from a fresh clock: a long
+ * computation since the last scheduler cycle does not make it due at once.
+ */
+static void *sleep_1ms(void *arg)
+{
+    (void)arg;
+    st_usleep(1000);
+    return NULL;
+}
+
+Test(sleep_time, first_deadline_after_a_long_computation_counts_from_now)
+{
+    long long start;
+
+    st_test_init();
+    st_test_busy_wait_us(200000);
+    /* A shorter sleeper makes the scheduler check the clock before our deadline. */
+    cr_assert_not_null(st_thread_create(sleep_1ms, NULL, 0, 0));
+    start = st_test_now_us();
+    cr_assert_eq(st_usleep(100000), 0);
+    cr_assert_geq(st_test_now_us() - start, 100000 - ST_TEST_SLACK_US,
+                  "slept %lld us of 100000", st_test_now_us() - start);
+}
+
 static st_utime_t fake_now;
 
 /* A clock that moves only when the test says so. */

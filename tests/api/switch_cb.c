@@ -150,11 +150,14 @@ Test(switch_cb, only_one_direction)
     cr_assert_eq(out_log.who[0], st_thread_self());
 }
 
+static int yield_and_sleep_done;
+
 static void *yield_and_sleep(void *arg)
 {
     (void)arg;
     st_thread_yield(); /* a switch only if another coroutine is runnable */
     st_usleep(200);
+    yield_and_sleep_done = 1; /* its exit switches out before anyone sees this */
     return NULL;
 }
 
@@ -175,12 +178,15 @@ Test(switch_cb, a_coroutine_is_switched_out_as_often_as_in_exit_included)
 
         in_log.n = 0;
         out_log.n = 0;
+        yield_and_sleep_done = 0;
         t = st_thread_create(yield_and_sleep, NULL, joinable, 0);
         cr_assert_not_null(t);
         if (joinable) {
             cr_assert_eq(st_thread_join(t, NULL), 0);
         } else {
-            cr_assert_eq(st_usleep(20000), 0);
+            while (!yield_and_sleep_done) {
+                cr_assert_eq(st_usleep(1000), 0);
+            }
         }
         cr_assert_lt(in_log.n, LOG_MAX);
         /* In at its first run, out at its sleep, in after it, out as it exits. */
