@@ -32,11 +32,11 @@
 
 #include "backend.h"
 #include "fdtable.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define EVENTS_INITIAL 128
 
-struct fd_watch {
+struct st__epoll_watch {
     struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
     int readers;
     int writers;
@@ -45,9 +45,9 @@ struct fd_watch {
     bool owned;              /* a netfd holds it, so its registration may be kept */
 };
 
-struct epoll_state {
+struct st__epoll_state {
     int epfd;
-    struct st__fdtable watches; /* struct fd_watch per descriptor */
+    struct st__fdtable watches; /* struct st__epoll_watch per descriptor */
     int registered;             /* descriptors the kernel watches for us */
     int capacity;               /* entries of `events`, never fewer than `registered` */
     struct epoll_event *events;
@@ -56,7 +56,7 @@ struct epoll_state {
 static void watch_init(void *record, int fd)
 {
     (void)fd;
-    struct fd_watch *w = record;
+    struct st__epoll_watch *w = record;
     st__list_init(&w->waiters);
 }
 
@@ -69,7 +69,7 @@ static bool epoll_supported(void)
 
 static int epoll_init(struct st__sched *sched)
 {
-    struct epoll_state *st = calloc(1, sizeof(*st));
+    struct st__epoll_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -87,14 +87,14 @@ static int epoll_init(struct st__sched *sched)
         free(st);
         return -1;
     }
-    st__fdtable_init(&st->watches, sizeof(struct fd_watch), watch_init);
+    st__fdtable_init(&st->watches, sizeof(struct st__epoll_watch), watch_init);
     sched->backend_state = st;
     return 0;
 }
 
 static void epoll_fini(struct st__sched *sched)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     (void)close(st->epfd);
     st__fdtable_fini(&st->watches);
     free(st->events);
@@ -102,24 +102,24 @@ static void epoll_fini(struct st__sched *sched)
     sched->backend_state = NULL;
 }
 
-static struct fd_watch *watch_of(const struct epoll_state *st, int fd)
+static struct st__epoll_watch *watch_of(const struct st__epoll_state *st, int fd)
 {
     return st__fdtable_at(&st->watches, fd);
 }
 
 /* The watch of `fd`, or NULL if it never had one. */
-static struct fd_watch *find_watch(const struct epoll_state *st, int fd)
+static struct st__epoll_watch *find_watch(const struct st__epoll_state *st, int fd)
 {
     return st__fdtable_find(&st->watches, fd);
 }
 
-static unsigned wanted_events(const struct fd_watch *w)
+static unsigned wanted_events(const struct st__epoll_watch *w)
 {
     return (w->readers > 0 ? EPOLLIN : 0U) | (w->writers > 0 ? EPOLLOUT : 0U) |
            (w->urgent > 0 ? EPOLLPRI : 0U);
 }
 
-static void count_waiter(struct fd_watch *w, short events, int delta)
+static void count_waiter(struct st__epoll_watch *w, short events, int delta)
 {
     w->readers += (events & POLLIN) != 0 ? delta : 0;
     w->writers += (events & POLLOUT) != 0 ? delta : 0;
@@ -127,7 +127,7 @@ static void count_waiter(struct fd_watch *w, short events, int delta)
 }
 
 /* Room in the event buffer for one more registered descriptor. */
-static int reserve_event(struct epoll_state *st)
+static int reserve_event(struct st__epoll_state *st)
 {
     if (st->registered < st->capacity) {
         return 0;
@@ -148,7 +148,7 @@ static int reserve_event(struct epoll_state *st)
 }
 
 /* Make the kernel watch exactly `want` for `fd` (0: not at all). */
-static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, unsigned want)
+static int set_registration(struct st__epoll_state *st, int fd, struct st__epoll_watch *w, unsigned want)
 {
     if (want == w->registered) {
         return 0;
@@ -176,13 +176,13 @@ static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, 
 
 static void epoll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         if (st__list_empty(&pq->fds[i].link)) {
             continue; /* never added (a failed pollset_add rolling back) */
         }
         int fd = pq->pds[i].fd;
-        struct fd_watch *w = watch_of(st, fd);
+        struct st__epoll_watch *w = watch_of(st, fd);
         st__list_remove(&pq->fds[i].link);
         count_waiter(w, pq->pds[i].events, -1);
         if (!w->owned) {
@@ -193,14 +193,14 @@ static void epoll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 
 static int epoll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         int fd = pq->pds[i].fd;
         if (st__fdtable_reserve(&st->watches, fd) != 0) {
             epoll_pollset_del(sched, pq);
             return -1;
         }
-        struct fd_watch *w = watch_of(st, fd);
+        struct st__epoll_watch *w = watch_of(st, fd);
         count_waiter(w, pq->pds[i].events, +1);
         st__list_insert_tail(&w->waiters, &pq->fds[i].link);
         unsigned want = wanted_events(w);
@@ -227,7 +227,7 @@ static short to_poll_events(unsigned ev)
 }
 
 /* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
-static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
+static void collect(struct st__epoll_watch *w, short fired, struct st__pollq **ready)
 {
     for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
         struct st__pollq_fd *node = st__pollq_fd_from_link(l);
@@ -246,12 +246,12 @@ static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
 
 static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     int n = epoll_wait(st->epfd, st->events, st->capacity, st__backend_timeout_ms(timeout));
     struct st__pollq *ready = NULL;
     for (int i = 0; i < n; i++) {
         int fd = st->events[i].data.fd;
-        struct fd_watch *w = watch_of(st, fd);
+        struct st__epoll_watch *w = watch_of(st, fd);
         short fired = to_poll_events(st->events[i].events);
         if ((fired & (POLLERR | POLLHUP)) != 0) {
             /* As State Threads: an error or hang-up also ends every wait for I/O on the fd. */
@@ -281,11 +281,11 @@ static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 
 static int epoll_fd_new(struct st__sched *sched, int osfd)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     if (st__fdtable_reserve(&st->watches, osfd) != 0) {
         return -1;
     }
-    struct fd_watch *w = watch_of(st, osfd);
+    struct st__epoll_watch *w = watch_of(st, osfd);
     w->owned = true;
     if (w->registered != 0) {
         /*
@@ -307,8 +307,8 @@ static int epoll_fd_new(struct st__sched *sched, int osfd)
 
 static void epoll_fd_free(struct st__sched *sched, int osfd)
 {
-    struct epoll_state *st = sched->backend_state;
-    struct fd_watch *w = find_watch(st, osfd);
+    struct st__epoll_state *st = sched->backend_state;
+    struct st__epoll_watch *w = find_watch(st, osfd);
     if (w == NULL) {
         return;
     }
@@ -318,8 +318,8 @@ static void epoll_fd_free(struct st__sched *sched, int osfd)
 
 static int epoll_fd_close(struct st__sched *sched, int osfd)
 {
-    const struct epoll_state *st = sched->backend_state;
-    const struct fd_watch *w = find_watch(st, osfd);
+    const struct st__epoll_state *st = sched->backend_state;
+    const struct st__epoll_watch *w = find_watch(st, osfd);
     if (w != NULL && !st__list_empty(&w->waiters)) {
         errno = EBUSY;
         return -1;

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
-struct poll_state {
+struct st__poll_state {
     struct pollfd *set;
     size_t capacity;
     size_t count; /* pollfds of all current waiters */
@@ -22,7 +22,7 @@ static bool poll_supported(void)
 
 static int poll_init(struct st__sched *sched)
 {
-    struct poll_state *st = calloc(1, sizeof(*st));
+    struct st__poll_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -33,7 +33,7 @@ static int poll_init(struct st__sched *sched)
 
 static void poll_fini(struct st__sched *sched)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     free(st->set);
     free(st);
     sched->backend_state = NULL;
@@ -42,7 +42,7 @@ static void poll_fini(struct st__sched *sched)
 /* Growing here, where failure can be reported, keeps dispatch allocation-free. */
 static int poll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     size_t need = st->count + (size_t)pq->npds;
     if (need > st->capacity) {
         size_t capacity = st->capacity > 0 ? st->capacity : 64;
@@ -63,13 +63,13 @@ static int poll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 
 static void poll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     st->count -= (size_t)pq->npds;
 }
 
 static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     size_t used = 0;
     for (struct st__list *link = sched->io_q.next; link != &sched->io_q; link = link->next) {
         const struct st__pollq *pq = st__pollq_from_link(link);

@@ -10,15 +10,15 @@
 #include <sys/select.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
-struct select_state {
+struct st__select_state {
     fd_set interest[3];        /* read, write, exception */
     int waiters[3][FD_SETSIZE];
     int maxfd;                 /* highest fd that may have waiters, or -1 */
 };
 
-enum { READ_SET, WRITE_SET, EXCEPT_SET };
+enum st__select_set { READ_SET, WRITE_SET, EXCEPT_SET };
 
 static const short set_events[3] = {POLLIN, POLLOUT, POLLPRI};
 
@@ -29,7 +29,7 @@ static bool select_supported(void)
 
 static int select_init(struct st__sched *sched)
 {
-    struct select_state *st = calloc(1, sizeof(*st));
+    struct st__select_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -48,7 +48,7 @@ static void select_fini(struct st__sched *sched)
     sched->backend_state = NULL;
 }
 
-static void count_waiter(struct select_state *st, const struct pollfd *pd, int delta)
+static void count_waiter(struct st__select_state *st, const struct pollfd *pd, int delta)
 {
     for (int s = 0; s < 3; s++) {
         if ((pd->events & set_events[s]) == 0) {
@@ -65,7 +65,7 @@ static void count_waiter(struct select_state *st, const struct pollfd *pd, int d
 
 static int select_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct select_state *st = sched->backend_state;
+    struct st__select_state *st = sched->backend_state;
     struct pollfd *pds = pq->pds;
     int npds = pq->npds;
     for (int i = 0; i < npds; i++) {
@@ -85,13 +85,13 @@ static int select_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 
 static void select_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct select_state *st = sched->backend_state;
+    struct st__select_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         count_waiter(st, &pq->pds[i], -1);
     }
 }
 
-static bool has_waiters(const struct select_state *st, int fd)
+static bool has_waiters(const struct st__select_state *st, int fd)
 {
     return st->waiters[READ_SET][fd] + st->waiters[WRITE_SET][fd] + st->waiters[EXCEPT_SET][fd] > 0;
 }
@@ -118,7 +118,7 @@ static void wake_bad_fds(struct st__sched *sched)
 
 static void select_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct select_state *st = sched->backend_state;
+    struct st__select_state *st = sched->backend_state;
     while (st->maxfd >= 0 && !has_waiters(st, st->maxfd)) {
         st->maxfd--;
     }
@@ -181,7 +181,7 @@ static void select_fd_free(struct st__sched *sched, int osfd)
 
 static int select_fd_close(struct st__sched *sched, int osfd)
 {
-    const struct select_state *st = sched->backend_state;
+    const struct st__select_state *st = sched->backend_state;
     if (osfd < FD_SETSIZE && has_waiters(st, osfd)) {
         errno = EBUSY;
         return -1;

@@ -46,7 +46,7 @@
 #include "backend.h"
 #include "fdtable.h"
 #include "liburing_api.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define SQ_ENTRIES 1024U
 #define CQ_ENTRIES 4096U
@@ -55,9 +55,9 @@
 /* user_data of POLL_REMOVE requests, whose own completion says nothing. */
 #define UDATA_IGNORED UINT64_MAX
 
-struct fd_watch {
+struct st__uring_watch {
     struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
-    struct st__list dirty;   /* on uring_state.dirty while its request must change */
+    struct st__list dirty;   /* on st__uring_state.dirty while its request must change */
     int fd;
     int readers;
     int writers;
@@ -70,7 +70,7 @@ struct fd_watch {
 
 
 /* liburing's out-of-line functions (see liburing_api.h), loaded on first use. */
-static struct liburing_api lib;
+static struct st__liburing_api lib;
 static bool lib_loaded;
 /* Not pthread_once: a load that failed (dlopen short of memory...) is tried again next time. */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -107,10 +107,10 @@ static void load_liburing(void)
 }
 
 
-struct uring_state {
+struct st__uring_state {
     struct io_uring ring;
-    struct st__fdtable watches; /* struct fd_watch per descriptor */
-    struct st__list dirty; /* struct fd_watch whose request must be armed or replaced */
+    struct st__fdtable watches; /* struct st__uring_watch per descriptor */
+    struct st__list dirty; /* struct st__uring_watch whose request must be armed or replaced */
     bool in_dispatch;
     bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
     struct io_uring_cqe *cqes[CQE_BATCH];
@@ -118,7 +118,7 @@ struct uring_state {
 
 static void watch_init(void *record, int fd)
 {
-    struct fd_watch *w = record;
+    struct st__uring_watch *w = record;
     st__list_init(&w->waiters);
     st__list_init(&w->dirty);
     w->fd = fd;
@@ -178,7 +178,7 @@ static bool uring_supported(void)
 
 static int uring_init(struct st__sched *sched)
 {
-    struct uring_state *st = calloc(1, sizeof(*st));
+    struct st__uring_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -190,14 +190,14 @@ static int uring_init(struct st__sched *sched)
         return -1;
     }
     st__list_init(&st->dirty);
-    st__fdtable_init(&st->watches, sizeof(struct fd_watch), watch_init);
+    st__fdtable_init(&st->watches, sizeof(struct st__uring_watch), watch_init);
     sched->backend_state = st;
     return 0;
 }
 
 static void uring_fini(struct st__sched *sched)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     /* Tearing the ring down cancels every request still in flight. */
     lib.queue_exit(&st->ring);
     st__fdtable_fini(&st->watches);
@@ -205,43 +205,43 @@ static void uring_fini(struct st__sched *sched)
     sched->backend_state = NULL;
 }
 
-static bool have_watch(const struct uring_state *st, int fd)
+static bool have_watch(const struct st__uring_state *st, int fd)
 {
     return st__fdtable_find(&st->watches, fd) != NULL;
 }
 
-static struct fd_watch *watch_of(const struct uring_state *st, int fd)
+static struct st__uring_watch *watch_of(const struct st__uring_state *st, int fd)
 {
     return st__fdtable_at(&st->watches, fd);
 }
 
-static unsigned wanted_events(const struct fd_watch *w)
+static unsigned wanted_events(const struct st__uring_watch *w)
 {
     return (w->readers > 0 ? (unsigned)POLLIN : 0U) | (w->writers > 0 ? (unsigned)POLLOUT : 0U) |
            (w->urgent > 0 ? (unsigned)POLLPRI : 0U);
 }
 
-static void count_waiter(struct fd_watch *w, short events, int delta)
+static void count_waiter(struct st__uring_watch *w, short events, int delta)
 {
     w->readers += (events & POLLIN) != 0 ? delta : 0;
     w->writers += (events & POLLOUT) != 0 ? delta : 0;
     w->urgent += (events & POLLPRI) != 0 ? delta : 0;
 }
 
-static void mark_dirty(struct uring_state *st, struct fd_watch *w)
+static void mark_dirty(struct st__uring_state *st, struct st__uring_watch *w)
 {
     if (st__list_empty(&w->dirty)) {
         st__list_insert_tail(&st->dirty, &w->dirty);
     }
 }
 
-static uint64_t udata(const struct fd_watch *w)
+static uint64_t udata(const struct st__uring_watch *w)
 {
     return (uint64_t)(uint32_t)w->fd << 32 | w->gen;
 }
 
 /* Room for `need` SQEs, submitting what is queued if the ring is full. */
-static bool sq_room(struct uring_state *st, unsigned need)
+static bool sq_room(struct st__uring_state *st, unsigned need)
 {
     if (io_uring_sq_space_left(&st->ring) >= need) {
         return true;
@@ -251,7 +251,7 @@ static bool sq_room(struct uring_state *st, unsigned need)
 }
 
 /* Queue the removal of request `gen` (room checked by the caller). */
-static void queue_removal(struct uring_state *st, struct fd_watch *w)
+static void queue_removal(struct st__uring_state *st, struct st__uring_watch *w)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
     io_uring_prep_poll_remove(sqe, udata(w));
@@ -265,7 +265,7 @@ static void queue_removal(struct uring_state *st, struct fd_watch *w)
  * wanted. A request for more than is wanted is left to fire. false: no room
  * in the ring, nothing was changed.
  */
-static bool sync_watch(struct uring_state *st, struct fd_watch *w)
+static bool sync_watch(struct st__uring_state *st, struct st__uring_watch *w)
 {
     unsigned want = wanted_events(w);
     bool remove = w->unremoved || (w->armed != 0 && (want == 0 || (want & ~w->armed) != 0));
@@ -288,7 +288,7 @@ static bool sync_watch(struct uring_state *st, struct fd_watch *w)
 }
 
 /* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
-static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
+static void collect(struct st__uring_watch *w, short fired, struct st__pollq **ready)
 {
     for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
         struct st__pollq_fd *node = st__pollq_fd_from_link(l);
@@ -306,7 +306,7 @@ static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
 }
 
 /* One completion: if it is the fd's current request, hand its events out. */
-static void complete(struct uring_state *st, uint64_t data, int res, struct st__pollq **ready)
+static void complete(struct st__uring_state *st, uint64_t data, int res, struct st__pollq **ready)
 {
     if (data == UDATA_IGNORED) {
         return; /* a POLL_REMOVE, or liburing's own timeout on old kernels */
@@ -315,7 +315,7 @@ static void complete(struct uring_state *st, uint64_t data, int res, struct st__
     if (!have_watch(st, fd)) {
         return;
     }
-    struct fd_watch *w = watch_of(st, fd);
+    struct st__uring_watch *w = watch_of(st, fd);
     if (w->armed == 0 || w->gen != (uint32_t)data) {
         return; /* removed or replaced since: stale */
     }
@@ -336,7 +336,7 @@ static void complete(struct uring_state *st, uint64_t data, int res, struct st__
     mark_dirty(st, w);
 }
 
-static void reap(struct uring_state *st, struct st__pollq **ready)
+static void reap(struct st__uring_state *st, struct st__pollq **ready)
 {
     for (;;) {
         unsigned n = lib.peek_batch_cqe(&st->ring, st->cqes, CQE_BATCH);
@@ -351,12 +351,12 @@ static void reap(struct uring_state *st, struct st__pollq **ready)
 }
 
 /* Queue the requests of every dirty watch. false: some are left for later. */
-static bool flush_dirty(struct uring_state *st, struct st__pollq **ready)
+static bool flush_dirty(struct st__uring_state *st, struct st__pollq **ready)
 {
     bool reaped = false;
     struct st__list *l;
     while ((l = st__list_first(&st->dirty)) != NULL) {
-        struct fd_watch *w = ST__CONTAINER_OF(l, struct fd_watch, dirty);
+        struct st__uring_watch *w = ST__CONTAINER_OF(l, struct st__uring_watch, dirty);
         if (!sync_watch(st, w)) {
             if (reaped) {
                 return false;
@@ -376,7 +376,7 @@ static bool flush_dirty(struct uring_state *st, struct st__pollq **ready)
  * its request out of the kernel (submitted now) and let the next dispatch
  * arm a new one if coroutines still wait on the number.
  */
-static void replace_request(struct uring_state *st, struct fd_watch *w)
+static void replace_request(struct st__uring_state *st, struct st__uring_watch *w)
 {
     if (w->armed == 0) {
         return;
@@ -393,7 +393,7 @@ static void replace_request(struct uring_state *st, struct fd_watch *w)
 }
 
 /* The last waiter of a descriptor that has a request in flight may have left. */
-static void leave(struct uring_state *st, struct fd_watch *w)
+static void leave(struct st__uring_state *st, struct st__uring_watch *w)
 {
     if (w->armed == 0 || wanted_events(w) != 0) {
         return; /* a request for more than is wanted is left to fire */
@@ -423,12 +423,12 @@ static void leave(struct uring_state *st, struct fd_watch *w)
 
 static void uring_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         if (st__list_empty(&pq->fds[i].link)) {
             continue; /* never added (a failed pollset_add rolling back) */
         }
-        struct fd_watch *w = watch_of(st, pq->pds[i].fd);
+        struct st__uring_watch *w = watch_of(st, pq->pds[i].fd);
         st__list_remove(&pq->fds[i].link);
         count_waiter(w, pq->pds[i].events, -1);
         leave(st, w);
@@ -437,7 +437,7 @@ static void uring_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 
 static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         int fd = pq->pds[i].fd;
         if (st__fdtable_reserve(&st->watches, fd) != 0) {
@@ -445,7 +445,7 @@ static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
             errno = ENOMEM;
             return -1;
         }
-        struct fd_watch *w = watch_of(st, fd);
+        struct st__uring_watch *w = watch_of(st, fd);
         count_waiter(w, pq->pds[i].events, +1);
         st__list_insert_tail(&w->waiters, &pq->fds[i].link);
         /* The request goes to the kernel with the next dispatch. */
@@ -458,7 +458,7 @@ static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 
 static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     struct st__pollq *ready = NULL;
     if (!flush_dirty(st, &ready) && (timeout == ST_UTIME_NO_TIMEOUT || timeout > 1000)) {
         timeout = 1000; /* requests still wait for room: come back soon */
@@ -504,11 +504,11 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 
 static int uring_fd_new(struct st__sched *sched, int osfd)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     if (st__fdtable_reserve(&st->watches, osfd) != 0) {
         return -1;
     }
-    struct fd_watch *w = watch_of(st, osfd);
+    struct st__uring_watch *w = watch_of(st, osfd);
     w->owned = true;
     replace_request(st, w); /* one in flight watches the number's previous file */
     return 0;
@@ -516,11 +516,11 @@ static int uring_fd_new(struct st__sched *sched, int osfd)
 
 static void uring_fd_free(struct st__sched *sched, int osfd)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     if (!have_watch(st, osfd)) {
         return;
     }
-    struct fd_watch *w = watch_of(st, osfd);
+    struct st__uring_watch *w = watch_of(st, osfd);
     w->owned = false;
     replace_request(st, w);
     /* Queued removals reach the kernel now: the descriptor may be closed next. */
@@ -531,7 +531,7 @@ static void uring_fd_free(struct st__sched *sched, int osfd)
 
 static int uring_fd_close(struct st__sched *sched, int osfd)
 {
-    const struct uring_state *st = sched->backend_state;
+    const struct st__uring_state *st = sched->backend_state;
     if (have_watch(st, osfd) && !st__list_empty(&watch_of(st, osfd)->waiters)) {
         errno = EBUSY;
         return -1;

@@ -6,7 +6,7 @@
 #include <sys/ioctl.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
 struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
 {

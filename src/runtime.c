@@ -13,7 +13,7 @@
 #include "backend.h"
 #include "netfd.h"
 #include "overflow.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "st_config.h"
 
 /* Numbers every st_init() of the process (struct st__sched.generation). */

@@ -15,7 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 void st__cond_init(struct _st_cond *cvar)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "st_config.h"
 
 /* Every coroutine starts here, on its own stack. */

@@ -37,7 +37,7 @@
 
 #include "fault_checks.h"
 #include "heap.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "st.h"
 #include "stack.h"
 

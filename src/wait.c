@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define ST__POLL_EVENTS (POLLIN | POLLOUT | POLLPRI)
 

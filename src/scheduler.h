@@ -6,8 +6,8 @@
  * the key table and the chosen event backend. Nothing else in the library
  * is global: a pthread finds its scheduler through one thread-local pointer.
  */
-#ifndef ST__SCHED_H
-#define ST__SCHED_H
+#ifndef ST__SCHEDULER_H
+#define ST__SCHEDULER_H
 
 #include <errno.h>
 #include <poll.h>
@@ -182,4 +182,4 @@ void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);
 /* Refresh the st_time() cache when it is on and a second has passed. */
 void st__time_cache_tick(struct st__sched *sched, st_utime_t now);
 
-#endif /* ST__SCHED_H */
+#endif /* ST__SCHEDULER_H */
