@@ -71,7 +71,7 @@ static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct st__poll_state *st = sched->backend_state;
     size_t used = 0;
-    for (struct st__list *link = sched->io_q.next; link != &sched->io_q; link = link->next) {
+    st__list_for_each(link, &sched->io_q) {
         const struct st__pollq *pq = st__pollq_from_link(link);
         for (int i = 0; i < pq->npds; i++) {
             st->set[used++] = pq->pds[i];
@@ -84,10 +84,9 @@ static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
     }
 
     size_t pos = 0;
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
+    /* Safe walk: pq may leave the queue below. */
+    st__list_for_each_safe(link, next, &sched->io_q) {
         struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next; /* pq may leave the queue below */
         int ready = 0;
         for (int i = 0; i < pq->npds; i++) {
             pq->pds[i].revents = st->set[pos++].revents;
@@ -114,7 +113,7 @@ static void poll_fd_free(struct st__sched *sched, int osfd)
 
 static int poll_fd_close(struct st__sched *sched, int osfd)
 {
-    for (struct st__list *link = sched->io_q.next; link != &sched->io_q; link = link->next) {
+    st__list_for_each(link, &sched->io_q) {
         const struct st__pollq *pq = st__pollq_from_link(link);
         for (int i = 0; i < pq->npds; i++) {
             if (pq->pds[i].fd == osfd) {

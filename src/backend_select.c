@@ -99,10 +99,8 @@ static bool has_waiters(const struct st__select_state *st, int fd)
 /* After a select() EBADF: mark every closed descriptor POLLNVAL and wake its waiters. */
 static void wake_bad_fds(struct st__sched *sched)
 {
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
+    st__list_for_each_safe(link, next, &sched->io_q) {
         struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next;
         int bad = 0;
         for (int i = 0; i < pq->npds; i++) {
             if (fcntl(pq->pds[i].fd, F_GETFL) < 0 && errno == EBADF) {
@@ -142,10 +140,9 @@ static void select_dispatch(struct st__sched *sched, st_utime_t timeout)
         return;
     }
 
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
+    /* Safe walk: pq may leave the queue below. */
+    st__list_for_each_safe(link, next, &sched->io_q) {
         struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next; /* pq may leave the queue below */
         int ready = 0;
         for (int i = 0; i < pq->npds; i++) {
             struct pollfd *pd = &pq->pds[i];

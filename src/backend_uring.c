@@ -290,8 +290,8 @@ static bool sync_watch(struct st__uring_state *st, struct st__uring_watch *w)
 /* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
 static void collect(struct st__uring_watch *w, short fired, struct st__pollq **ready)
 {
-    for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
-        struct st__pollq_fd *node = st__pollq_fd_from_link(l);
+    st__list_for_each(link, &w->waiters) {
+        struct st__pollq_fd *node = st__pollq_fd_from_link(link);
         short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP | POLLNVAL));
         if (revents == 0) {
             continue;

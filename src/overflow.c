@@ -80,8 +80,7 @@ static const struct _st_thread *guard_owner(const char *addr)
     if (sched == NULL || !sched->initialized || sched->stacks.pagesize == 0) {
         return NULL;
     }
-    for (const struct st__list *link = sched->threads.next; link != &sched->threads;
-         link = link->next) {
+    st__list_for_each(link, &sched->threads) {
         const struct _st_thread *thread =
             ST__CONTAINER_OF(link, const struct _st_thread, all_links);
         const struct st__stack *stack = thread->stack;

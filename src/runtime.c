@@ -171,13 +171,12 @@ static void release_threads(struct st__sched *sched)
      * unlinking comes before any unmapping: a neighbour on the same queue
      * may be another coroutine's join condition.)
      */
-    for (struct st__list *link = sched->threads.next; link != &sched->threads; link = link->next) {
+    st__list_for_each(link, &sched->threads) {
         st__sync_forget_waiter(st__thread_from_all_links(link));
     }
-    struct st__list *link = sched->threads.next;
-    while (link != &sched->threads) {
+    /* Safe walk: the object, and its link, live on the stack about to go. */
+    st__list_for_each_safe(link, next, &sched->threads) {
         struct _st_thread *thread = st__thread_from_all_links(link);
-        link = link->next; /* the object lives on the stack about to go */
         if (thread->stack != NULL) {
             st__stack_unmap(thread->stack);
         }

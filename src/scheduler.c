@@ -54,6 +54,7 @@ struct st__sched *st__sched_get(void)
     st__list_init(&sched->zombie_q);
     st__list_init(&sched->threads);
     st__list_init(&sched->netfds);
+    st__list_init(&sched->netfd_freelist);
     st__heap_init(&sched->sleep_q);
     st__stack_pool_init(&sched->stacks, ST__STACK_MODE_FREE ? ST__STACK_FREE : ST__STACK_CACHE,
                         ST__GUARD_PAGES);

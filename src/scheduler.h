@@ -51,7 +51,7 @@ struct st__sched {
     st_switch_cb_t switch_out_cb;
 
     struct st__stack_pool stacks;
-    struct _st_netfd *netfd_freelist;
+    struct st__list netfd_freelist;   /* netfds to hand out again */
     struct st__list netfds;           /* netfds handed out and not yet on the free list */
 
     int key_count;

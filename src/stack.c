@@ -102,10 +102,8 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
 {
     unmap_all(&pool->cache);
     unmap_all(&pool->graveyard);
-    struct st__list *link = pool->slabs.next;
-    while (link != &pool->slabs) {
+    st__list_for_each_safe(link, next, &pool->slabs) {
         struct st__slab *slab = ST__CONTAINER_OF(link, struct st__slab, link);
-        link = link->next;
         (void)munmap(slab->base, slab->size);
         free(slab);
     }
@@ -162,7 +160,7 @@ void st__stack_unmap(struct st__stack *stack)
 
 static struct st__stack *take_cached(struct st__stack_pool *pool, size_t size)
 {
-    for (struct st__list *link = pool->cache.next; link != &pool->cache; link = link->next) {
+    st__list_for_each(link, &pool->cache) {
         struct st__stack *stack = stack_from_link(link);
         if (stack->size >= size) {
             st__list_remove(link);

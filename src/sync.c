@@ -250,7 +250,7 @@ int st_mutex_unlock(st_mutex_t lock)
         errno = EPERM;
         return -1;
     }
-    for (struct st__list *link = lock->wait_q.next; link != &lock->wait_q; link = link->next) {
+    st__list_for_each(link, &lock->wait_q) {
         struct _st_thread *thread = st__thread_from_wait_links(link);
         if (thread->state == ST__LOCK_WAIT) {
             /* Direct hand-off: nobody can take the lock before the waiter runs. */
