@@ -75,6 +75,17 @@ const struct st__backend_ops *st__backend_find(int eventsys)
     return backend;
 }
 
+bool st__backend_always_supported(void)
+{
+    return true;
+}
+
+void st__backend_fd_free_nothing(struct st__sched *sched, int osfd)
+{
+    (void)sched;
+    (void)osfd;
+}
+
 int st__backend_timeout_ms(st_utime_t timeout)
 {
     if (timeout == ST_UTIME_NO_TIMEOUT) {

@@ -56,6 +56,10 @@ struct st__backend_ops {
     int fd_limit;
 };
 
+/* Shared by the backends that keep nothing per descriptor (poll, select). */
+bool st__backend_always_supported(void);
+void st__backend_fd_free_nothing(struct st__sched *sched, int osfd);
+
 /* The compiled-in backend for an ST_EVENTSYS_* value; NULL + errno if none. */
 const struct st__backend_ops *st__backend_find(int eventsys);
 

@@ -15,11 +15,6 @@ struct st__poll_state {
     size_t count; /* pollfds of all current waiters */
 };
 
-static bool poll_supported(void)
-{
-    return true;
-}
-
 static int poll_init(struct st__sched *sched)
 {
     struct st__poll_state *st = calloc(1, sizeof(*st));
@@ -105,12 +100,6 @@ static int poll_fd_new(struct st__sched *sched, int osfd)
     return 0;
 }
 
-static void poll_fd_free(struct st__sched *sched, int osfd)
-{
-    (void)sched;
-    (void)osfd;
-}
-
 static int poll_fd_close(struct st__sched *sched, int osfd)
 {
     st__list_for_each(link, &sched->io_q) {
@@ -128,7 +117,7 @@ static int poll_fd_close(struct st__sched *sched, int osfd)
 const struct st__backend_ops st__backend_poll = {
     .name = "poll",
     .id = ST_EVENTSYS_POLL,
-    .supported = poll_supported,
+    .supported = st__backend_always_supported,
     .init = poll_init,
     .fini = poll_fini,
     .dispatch = poll_dispatch,
@@ -136,6 +125,6 @@ const struct st__backend_ops st__backend_poll = {
     .pollset_del = poll_pollset_del,
     .fd_new = poll_fd_new,
     .fd_close = poll_fd_close,
-    .fd_free = poll_fd_free,
+    .fd_free = st__backend_fd_free_nothing,
     .fd_limit = 0,
 };

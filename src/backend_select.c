@@ -22,11 +22,6 @@ enum st__select_set { READ_SET, WRITE_SET, EXCEPT_SET };
 
 static const short set_events[3] = {POLLIN, POLLOUT, POLLPRI};
 
-static bool select_supported(void)
-{
-    return true;
-}
-
 static int select_init(struct st__sched *sched)
 {
     struct st__select_state *st = calloc(1, sizeof(*st));
@@ -170,12 +165,6 @@ static int select_fd_new(struct st__sched *sched, int osfd)
     return 0;
 }
 
-static void select_fd_free(struct st__sched *sched, int osfd)
-{
-    (void)sched;
-    (void)osfd;
-}
-
 static int select_fd_close(struct st__sched *sched, int osfd)
 {
     const struct st__select_state *st = sched->backend_state;
@@ -189,7 +178,7 @@ static int select_fd_close(struct st__sched *sched, int osfd)
 const struct st__backend_ops st__backend_select = {
     .name = "select",
     .id = ST_EVENTSYS_SELECT,
-    .supported = select_supported,
+    .supported = st__backend_always_supported,
     .init = select_init,
     .fini = select_fini,
     .dispatch = select_dispatch,
@@ -197,6 +186,6 @@ const struct st__backend_ops st__backend_select = {
     .pollset_del = select_pollset_del,
     .fd_new = select_fd_new,
     .fd_close = select_fd_close,
-    .fd_free = select_fd_free,
+    .fd_free = st__backend_fd_free_nothing,
     .fd_limit = FD_SETSIZE,
 };

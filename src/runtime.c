@@ -55,26 +55,23 @@ int st_getfdlimit(void)
     return sched != NULL ? sched->osfd_limit : -1;
 }
 
+static st_switch_cb_t exchange_cb(st_switch_cb_t *slot, st_switch_cb_t cb)
+{
+    st_switch_cb_t old = *slot;
+    *slot = cb;
+    return old;
+}
+
 st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
 {
     struct st__sched *sched = st__sched_get();
-    if (sched == NULL) {
-        return NULL;
-    }
-    st_switch_cb_t old = sched->switch_in_cb;
-    sched->switch_in_cb = cb;
-    return old;
+    return sched != NULL ? exchange_cb(&sched->switch_in_cb, cb) : NULL;
 }
 
 st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 {
     struct st__sched *sched = st__sched_get();
-    if (sched == NULL) {
-        return NULL;
-    }
-    st_switch_cb_t old = sched->switch_out_cb;
-    sched->switch_out_cb = cb;
-    return old;
+    return sched != NULL ? exchange_cb(&sched->switch_out_cb, cb) : NULL;
 }
 
 /*

@@ -49,6 +49,17 @@ static bool take_interrupt(struct _st_thread *me)
     return true;
 }
 
+/* The running scheduler, for an operation on `object`: NULL with errno if either is missing. */
+static struct st__sched *running_for(const void *object)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched != NULL && object == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return sched;
+}
+
 st_cond_t st_cond_new(void)
 {
     struct _st_cond *cvar = malloc(sizeof(*cvar));
@@ -76,12 +87,8 @@ int st_cond_destroy(st_cond_t cvar)
 
 int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
 {
-    struct st__sched *sched = st__sched_running();
+    struct st__sched *sched = running_for(cvar);
     if (sched == NULL) {
-        return -1;
-    }
-    if (cvar == NULL) {
-        errno = EINVAL;
         return -1;
     }
     struct _st_thread *me = sched->current;
@@ -203,12 +210,8 @@ int st_mutex_destroy(st_mutex_t lock)
 
 int st_mutex_lock(st_mutex_t lock)
 {
-    struct st__sched *sched = st__sched_running();
+    struct st__sched *sched = running_for(lock);
     if (sched == NULL) {
-        return -1;
-    }
-    if (lock == NULL) {
-        errno = EINVAL;
         return -1;
     }
     struct _st_thread *me = sched->current;
@@ -265,12 +268,8 @@ int st_mutex_unlock(st_mutex_t lock)
 
 int st_mutex_trylock(st_mutex_t lock)
 {
-    struct st__sched *sched = st__sched_running();
+    struct st__sched *sched = running_for(lock);
     if (sched == NULL) {
-        return -1;
-    }
-    if (lock == NULL) {
-        errno = EINVAL;
         return -1;
     }
     if (owner_of(lock, sched) != NULL) {
