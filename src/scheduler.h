@@ -9,6 +9,7 @@
 #ifndef ST__SCHEDULER_H
 #define ST__SCHEDULER_H
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -131,6 +132,8 @@ static inline struct st__sched *st__sched_running(void)
 /* Make `thread` runnable at the tail of the run queue. */
 static inline void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread)
 {
+    assert(st__list_empty(&thread->links)); /* not on the run queue or the zombie queue */
+    assert(thread->state != ST__ZOMBIE);
     thread->state = ST__RUNNABLE;
     st__list_insert_tail(&sched->run_q, &thread->links);
 }

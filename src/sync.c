@@ -12,6 +12,7 @@
  */
 #include "sync.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -131,6 +132,7 @@ static void wake_first(struct st__sched *sched, st_cond_t cvar)
 {
     struct st__list *link = cvar->wait_q.next;
     struct _st_thread *thread = st__thread_from_wait_links(link);
+    assert(thread->state == ST__COND_WAIT && thread->cond == cvar);
     st__list_remove(link);
     cvar->woken++;
     st__sched_sleep_del(sched, thread);
@@ -236,6 +238,7 @@ int st_mutex_lock(st_mutex_t lock)
     me->waiting_on = NULL;
 
     /* Ownership handed over wins over an interrupt that came at the same time. */
+    assert(lock->owner == me || (me->flags & ST__FL_INTERRUPT) != 0);
     if (lock->owner != me && take_interrupt(me)) {
         return -1;
     }
@@ -256,6 +259,7 @@ int st_mutex_unlock(st_mutex_t lock)
     st__list_for_each(link, &lock->wait_q) {
         struct _st_thread *thread = st__thread_from_wait_links(link);
         if (thread->state == ST__LOCK_WAIT) {
+            assert(thread != sched->current);
             /* Direct hand-off: nobody can take the lock before the waiter runs. */
             set_owner(lock, thread, sched);
             st__sched_make_runnable(sched, thread);
