@@ -226,7 +226,7 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
     /*
      * The common case first: the socket takes it all at once. (The same
      * write(2) transfer_resid would make, without its iovec bookkeeping,
-     * which was a tenth of an echo round trip's instructions.)
+     * which costs more than the rest of an echo server's write path.)
      */
     ssize_t done = 0;
     if (nbyte > 0 && st__netfd_usable(fd)) {
