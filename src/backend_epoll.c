@@ -200,6 +200,14 @@ static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct st__epoll_state *st = sched->backend_state;
     int n = epoll_wait(st->epfd, st->events, st->capacity, st__backend_timeout_ms(timeout));
+    /*
+     * Besides EINTR (a signal: the idle loop waits again), epoll_wait fails
+     * only with EBADF, EINVAL or EFAULT: the epoll descriptor or the buffer
+     * is broken, which no retry cures.
+     */
+    if (n < 0 && errno != EINTR) {
+        st__backend_wait_broken("epoll_wait");
+    }
     struct st__fdwatch_ready ready;
     st__fdwatch_ready_init(&ready);
     for (int i = 0; i < n; i++) {

@@ -74,6 +74,15 @@ static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
     }
 
     int n = poll(st->set, (nfds_t)used, st__backend_timeout_ms(timeout));
+    /*
+     * EINTR and ENOMEM pass: the idle loop waits again. EINVAL (more
+     * pollfds than RLIMIT_NOFILE, possible when many coroutines wait on one
+     * descriptor) passes too, since waiters that time out bring the count
+     * down. EFAULT means the array is bad, which no retry cures.
+     */
+    if (n < 0 && errno == EFAULT) {
+        st__backend_wait_broken("poll");
+    }
     if (n <= 0) {
         return;
     }

@@ -131,6 +131,14 @@ static void select_dispatch(struct st__sched *sched, st_utime_t timeout)
         wake_bad_fds(sched);
         return;
     }
+    /*
+     * EINTR and ENOMEM pass: the idle loop waits again. EINVAL says the
+     * descriptor count or the timeout handed over is invalid, which no retry
+     * cures.
+     */
+    if (n < 0 && errno == EINVAL) {
+        st__backend_wait_broken("select");
+    }
     if (n <= 0) {
         return;
     }
