@@ -68,12 +68,12 @@ struct st__sched {
 struct st__pollq;
 
 /*
- * One pollfd of a waiting coroutine, for backends that keep the waiters of
- * each descriptor in a list (epoll wakes exactly the waiters of the fds
- * that fired instead of scanning every waiter).
+ * One pollfd of a waiting coroutine, linked into the waiter list of its
+ * descriptor (fdwatch.h) by the backends that wake exactly the waiters of
+ * the fds that fired instead of scanning every waiter (epoll, io_uring).
  */
 struct st__pollq_fd {
-    struct st__list link; /* on the backend's list of this fd's waiters */
+    struct st__list link; /* on its descriptor's list of waiters (struct st__fdwatch) */
     struct st__pollq *pq;
     struct pollfd *pd;
 };
