@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "st_config.h"
 
@@ -73,6 +76,25 @@ const struct st__backend_ops *st__backend_find(int eventsys)
     }
     errno = saved;
     return backend;
+}
+
+_Noreturn void st__backend_wait_broken(const char *call)
+{
+    int err = errno;
+    (void)fprintf(stderr, "st: %s failed: %s (errno %d); no I/O wait can complete\n", call,
+                  strerror(err), err);
+    abort();
+}
+
+bool st__backend_always_supported(void)
+{
+    return true;
+}
+
+void st__backend_fd_free_nothing(struct st__sched *sched, int osfd)
+{
+    (void)sched;
+    (void)osfd;
 }
 
 int st__backend_timeout_ms(st_utime_t timeout)

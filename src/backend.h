@@ -1,8 +1,9 @@
 /*
  * Event backends: the I/O multiplexers behind one vtable.
  *
- * Each backend (epoll, poll, select) is one file exporting one const
- * instance of struct st__backend_ops. Its per-pthread state hangs off the
+ * Each backend (select, poll, epoll, io_uring) is one file exporting one
+ * const instance of struct st__backend_ops. epoll and io_uring keep who
+ * waits on each descriptor in the core's fdwatch module. Its per-pthread state hangs off the
  * scheduler (sched->backend_state), created by init() and freed by fini().
  * Backends speak struct pollfd: POLLIN, POLLOUT and POLLPRI in, the same plus
  * POLLERR, POLLHUP and POLLNVAL out.
@@ -55,6 +56,21 @@ struct st__backend_ops {
     /* Highest fd number + 1 the backend can watch, or 0 for no limit. */
     int fd_limit;
 };
+
+/*
+ * A backend's wait failed in a way no retry can cure: the library's own
+ * state is broken (its epoll descriptor closed behind its back, a buffer
+ * it passed is bad). Waiters for I/O could never be woken again, and the
+ * idle loop would call the failing wait for ever at full speed without a
+ * word, so this says which call failed and why on stderr, and aborts.
+ * Errors that can pass (EINTR, a shortage of memory) are retried by the
+ * idle loop instead, and never come here.
+ */
+_Noreturn void st__backend_wait_broken(const char *call);
+
+/* Shared by the backends that keep nothing per descriptor (poll, select). */
+bool st__backend_always_supported(void);
+void st__backend_fd_free_nothing(struct st__sched *sched, int osfd);
 
 /* The compiled-in backend for an ST_EVENTSYS_* value; NULL + errno if none. */
 const struct st__backend_ops *st__backend_find(int eventsys);

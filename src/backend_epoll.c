@@ -1,9 +1,8 @@
 /*
  * epoll(7) backend (ST_EVENTSYS_ALT on Linux), level-triggered.
  *
- * Each descriptor keeps the list of pollfds waiting on it, so a dispatch
- * wakes exactly the waiters of the descriptors that fired: its cost follows
- * the number of events, not the number of waiting coroutines.
+ * Who waits on each descriptor is kept by the core (fdwatch.h); this file
+ * keeps what the kernel watches for it and talks to epoll.
  *
  * Registrations are kept lazily for descriptors owned by a netfd: when the
  * last waiter leaves, the kernel keeps watching, so a connection that waits
@@ -32,22 +31,23 @@
 
 #include "backend.h"
 #include "fdtable.h"
-#include "sched.h"
+#include "fdwatch.h"
+#include "scheduler.h"
 
 #define EVENTS_INITIAL 128
 
-struct fd_watch {
-    struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
-    int readers;
-    int writers;
-    int urgent;              /* POLLPRI waiters */
-    unsigned registered;     /* events the kernel watches for it; 0: not registered */
-    bool owned;              /* a netfd holds it, so its registration may be kept */
+/* The core's wanted events (poll's bits) go to epoll as they are. */
+_Static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT && EPOLLPRI == POLLPRI,
+               "epoll and poll(2) share the event bits");
+
+struct st__epoll_watch {
+    struct st__fdwatch common;
+    unsigned registered; /* events the kernel watches for the fd; 0: not registered */
 };
 
-struct epoll_state {
+struct st__epoll_state {
     int epfd;
-    struct st__fdtable watches; /* struct fd_watch per descriptor */
+    struct st__fdtable watches; /* struct st__epoll_watch per descriptor */
     int registered;             /* descriptors the kernel watches for us */
     int capacity;               /* entries of `events`, never fewer than `registered` */
     struct epoll_event *events;
@@ -55,9 +55,7 @@ struct epoll_state {
 
 static void watch_init(void *record, int fd)
 {
-    (void)fd;
-    struct fd_watch *w = record;
-    st__list_init(&w->waiters);
+    st__fdwatch_init(record, fd);
 }
 
 static bool epoll_supported(void)
@@ -69,7 +67,7 @@ static bool epoll_supported(void)
 
 static int epoll_init(struct st__sched *sched)
 {
-    struct epoll_state *st = calloc(1, sizeof(*st));
+    struct st__epoll_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -87,14 +85,14 @@ static int epoll_init(struct st__sched *sched)
         free(st);
         return -1;
     }
-    st__fdtable_init(&st->watches, sizeof(struct fd_watch), watch_init);
+    st__fdtable_init(&st->watches, sizeof(struct st__epoll_watch), watch_init);
     sched->backend_state = st;
     return 0;
 }
 
 static void epoll_fini(struct st__sched *sched)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     (void)close(st->epfd);
     st__fdtable_fini(&st->watches);
     free(st->events);
@@ -102,32 +100,13 @@ static void epoll_fini(struct st__sched *sched)
     sched->backend_state = NULL;
 }
 
-static struct fd_watch *watch_of(const struct epoll_state *st, int fd)
+static struct st__epoll_watch *epoll_watch(struct st__fdwatch *w)
 {
-    return st__fdtable_at(&st->watches, fd);
-}
-
-/* The watch of `fd`, or NULL if it never had one. */
-static struct fd_watch *find_watch(const struct epoll_state *st, int fd)
-{
-    return st__fdtable_find(&st->watches, fd);
-}
-
-static unsigned wanted_events(const struct fd_watch *w)
-{
-    return (w->readers > 0 ? EPOLLIN : 0U) | (w->writers > 0 ? EPOLLOUT : 0U) |
-           (w->urgent > 0 ? EPOLLPRI : 0U);
-}
-
-static void count_waiter(struct fd_watch *w, short events, int delta)
-{
-    w->readers += (events & POLLIN) != 0 ? delta : 0;
-    w->writers += (events & POLLOUT) != 0 ? delta : 0;
-    w->urgent += (events & POLLPRI) != 0 ? delta : 0;
+    return ST__CONTAINER_OF(w, struct st__epoll_watch, common);
 }
 
 /* Room in the event buffer for one more registered descriptor. */
-static int reserve_event(struct epoll_state *st)
+static int reserve_event(struct st__epoll_state *st)
 {
     if (st->registered < st->capacity) {
         return 0;
@@ -147,9 +126,10 @@ static int reserve_event(struct epoll_state *st)
     return 0;
 }
 
-/* Make the kernel watch exactly `want` for `fd` (0: not at all). */
-static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, unsigned want)
+/* Make the kernel watch exactly `want` for the fd of `w` (0: not at all). */
+static int set_registration(struct st__epoll_state *st, struct st__epoll_watch *w, unsigned want)
 {
+    int fd = w->common.fd;
     if (want == w->registered) {
         return 0;
     }
@@ -174,45 +154,35 @@ static int set_registration(struct epoll_state *st, int fd, struct fd_watch *w, 
     return 0;
 }
 
+/* A pollfd left `w`: a descriptor without a netfd is watched no longer than waited on. */
+static void left(void *state, struct st__fdwatch *w)
+{
+    if (!w->owned) {
+        (void)set_registration(state, epoll_watch(w), st__fdwatch_wanted(w));
+    }
+}
+
+/* A pollfd joined `w`: a kept registration that covers what is wanted costs nothing. */
+static int joined(void *state, struct st__fdwatch *w)
+{
+    struct st__epoll_watch *ew = epoll_watch(w);
+    unsigned want = st__fdwatch_wanted(w);
+    if ((want & ~ew->registered) == 0) {
+        return 0;
+    }
+    return set_registration(state, ew, want);
+}
+
 static void epoll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct epoll_state *st = sched->backend_state;
-    for (int i = 0; i < pq->npds; i++) {
-        if (st__list_empty(&pq->fds[i].link)) {
-            continue; /* never added (a failed pollset_add rolling back) */
-        }
-        int fd = pq->pds[i].fd;
-        struct fd_watch *w = watch_of(st, fd);
-        st__list_remove(&pq->fds[i].link);
-        count_waiter(w, pq->pds[i].events, -1);
-        if (!w->owned) {
-            (void)set_registration(st, fd, w, wanted_events(w));
-        }
-    }
+    struct st__epoll_state *st = sched->backend_state;
+    st__fdwatch_leave(&st->watches, pq, left, st);
 }
 
 static int epoll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct epoll_state *st = sched->backend_state;
-    for (int i = 0; i < pq->npds; i++) {
-        int fd = pq->pds[i].fd;
-        if (st__fdtable_reserve(&st->watches, fd) != 0) {
-            epoll_pollset_del(sched, pq);
-            return -1;
-        }
-        struct fd_watch *w = watch_of(st, fd);
-        count_waiter(w, pq->pds[i].events, +1);
-        st__list_insert_tail(&w->waiters, &pq->fds[i].link);
-        unsigned want = wanted_events(w);
-        /* A kept registration that already covers what is wanted costs nothing. */
-        if ((want & ~w->registered) != 0 && set_registration(st, fd, w, want) != 0) {
-            int err = errno;
-            epoll_pollset_del(sched, pq);
-            errno = err;
-            return -1;
-        }
-    }
-    return 0;
+    struct st__epoll_state *st = sched->backend_state;
+    return st__fdwatch_join(&st->watches, pq, joined, left, st);
 }
 
 static short to_poll_events(unsigned ev)
@@ -226,68 +196,46 @@ static short to_poll_events(unsigned ev)
     return out;
 }
 
-/* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
-static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
-{
-    for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
-        struct st__pollq_fd *node = st__pollq_fd_from_link(l);
-        short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP));
-        if (revents == 0) {
-            continue;
-        }
-        node->pd->revents = (short)(node->pd->revents | revents);
-        if (!node->pq->ready) {
-            node->pq->ready = true;
-            node->pq->next_ready = *ready;
-            *ready = node->pq;
-        }
-    }
-}
-
 static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct epoll_state *st = sched->backend_state;
+    struct st__epoll_state *st = sched->backend_state;
     int n = epoll_wait(st->epfd, st->events, st->capacity, st__backend_timeout_ms(timeout));
-    struct st__pollq *ready = NULL;
+    /*
+     * Besides EINTR (a signal: the idle loop waits again), epoll_wait fails
+     * only with EBADF, EINVAL or EFAULT: the epoll descriptor or the buffer
+     * is broken, which no retry cures.
+     */
+    if (n < 0 && errno != EINTR) {
+        st__backend_wait_broken("epoll_wait");
+    }
+    struct st__fdwatch_ready ready;
+    st__fdwatch_ready_init(&ready);
     for (int i = 0; i < n; i++) {
-        int fd = st->events[i].data.fd;
-        struct fd_watch *w = watch_of(st, fd);
+        struct st__fdwatch *w = st__fdwatch_at(&st->watches, st->events[i].data.fd);
         short fired = to_poll_events(st->events[i].events);
         if ((fired & (POLLERR | POLLHUP)) != 0) {
             /* As State Threads: an error or hang-up also ends every wait for I/O on the fd. */
             fired = (short)(fired | POLLIN | POLLOUT | POLLPRI);
         }
-        collect(w, fired, &ready);
+        st__fdwatch_collect(w, fired, &ready);
         /* A kept registration fired for what nobody waits for: drop that part. */
-        unsigned want = wanted_events(w);
+        unsigned want = st__fdwatch_wanted(w);
         if (want == 0 || (st->events[i].events & (EPOLLIN | EPOLLOUT | EPOLLPRI) & ~want) != 0) {
-            (void)set_registration(st, fd, w, want);
+            (void)set_registration(st, epoll_watch(w), want);
         }
     }
-    /* Wake in the order the events came (the list was built backwards). */
-    struct st__pollq *in_order = NULL;
-    while (ready != NULL) {
-        struct st__pollq *next = ready->next_ready;
-        ready->next_ready = in_order;
-        in_order = ready;
-        ready = next;
-    }
-    while (in_order != NULL) {
-        struct st__pollq *next = in_order->next_ready;
-        st__pollq_ready(sched, in_order);
-        in_order = next;
-    }
+    st__fdwatch_wake(sched, &ready);
 }
 
 static int epoll_fd_new(struct st__sched *sched, int osfd)
 {
-    struct epoll_state *st = sched->backend_state;
-    if (st__fdtable_reserve(&st->watches, osfd) != 0) {
+    struct st__epoll_state *st = sched->backend_state;
+    struct st__fdwatch *w = st__fdwatch_own(&st->watches, osfd);
+    if (w == NULL) {
         return -1;
     }
-    struct fd_watch *w = watch_of(st, osfd);
-    w->owned = true;
-    if (w->registered != 0) {
+    struct st__epoll_watch *ew = epoll_watch(w);
+    if (ew->registered != 0) {
         /*
          * Kept from the number's previous file (see the top of this file):
          * forget it and register what the waiters want on the file there
@@ -295,32 +243,28 @@ static int epoll_fd_new(struct st__sched *sched, int osfd)
          * (the same file, opened as a netfd once more). A failure leaves it
          * unregistered, like any descriptor the kernel refuses to watch.
          */
-        unsigned want = wanted_events(w);
         st->registered--;
-        w->registered = 0;
+        ew->registered = 0;
         struct epoll_event ev = {0};
         (void)epoll_ctl(st->epfd, EPOLL_CTL_DEL, osfd, &ev);
-        (void)set_registration(st, osfd, w, want);
+        (void)set_registration(st, ew, st__fdwatch_wanted(w));
     }
     return 0;
 }
 
 static void epoll_fd_free(struct st__sched *sched, int osfd)
 {
-    struct epoll_state *st = sched->backend_state;
-    struct fd_watch *w = find_watch(st, osfd);
-    if (w == NULL) {
-        return;
+    struct st__epoll_state *st = sched->backend_state;
+    struct st__fdwatch *w = st__fdwatch_disown(&st->watches, osfd);
+    if (w != NULL) {
+        (void)set_registration(st, epoll_watch(w), st__fdwatch_wanted(w));
     }
-    w->owned = false;
-    (void)set_registration(st, osfd, w, wanted_events(w));
 }
 
 static int epoll_fd_close(struct st__sched *sched, int osfd)
 {
-    const struct epoll_state *st = sched->backend_state;
-    const struct fd_watch *w = find_watch(st, osfd);
-    if (w != NULL && !st__list_empty(&w->waiters)) {
+    const struct st__epoll_state *st = sched->backend_state;
+    if (st__fdwatch_busy(&st->watches, osfd)) {
         errno = EBUSY;
         return -1;
     }

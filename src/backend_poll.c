@@ -7,22 +7,17 @@
 #include <stdlib.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
-struct poll_state {
+struct st__poll_state {
     struct pollfd *set;
     size_t capacity;
     size_t count; /* pollfds of all current waiters */
 };
 
-static bool poll_supported(void)
-{
-    return true;
-}
-
 static int poll_init(struct st__sched *sched)
 {
-    struct poll_state *st = calloc(1, sizeof(*st));
+    struct st__poll_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -33,7 +28,7 @@ static int poll_init(struct st__sched *sched)
 
 static void poll_fini(struct st__sched *sched)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     free(st->set);
     free(st);
     sched->backend_state = NULL;
@@ -42,7 +37,7 @@ static void poll_fini(struct st__sched *sched)
 /* Growing here, where failure can be reported, keeps dispatch allocation-free. */
 static int poll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     size_t need = st->count + (size_t)pq->npds;
     if (need > st->capacity) {
         size_t capacity = st->capacity > 0 ? st->capacity : 64;
@@ -63,15 +58,15 @@ static int poll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 
 static void poll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     st->count -= (size_t)pq->npds;
 }
 
 static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct poll_state *st = sched->backend_state;
+    struct st__poll_state *st = sched->backend_state;
     size_t used = 0;
-    for (struct st__list *link = sched->io_q.next; link != &sched->io_q; link = link->next) {
+    st__list_for_each(link, &sched->io_q) {
         const struct st__pollq *pq = st__pollq_from_link(link);
         for (int i = 0; i < pq->npds; i++) {
             st->set[used++] = pq->pds[i];
@@ -79,15 +74,23 @@ static void poll_dispatch(struct st__sched *sched, st_utime_t timeout)
     }
 
     int n = poll(st->set, (nfds_t)used, st__backend_timeout_ms(timeout));
+    /*
+     * EINTR and ENOMEM pass: the idle loop waits again. EINVAL (more
+     * pollfds than RLIMIT_NOFILE, possible when many coroutines wait on one
+     * descriptor) passes too, since waiters that time out bring the count
+     * down. EFAULT means the array is bad, which no retry cures.
+     */
+    if (n < 0 && errno == EFAULT) {
+        st__backend_wait_broken("poll");
+    }
     if (n <= 0) {
         return;
     }
 
     size_t pos = 0;
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
+    /* Safe walk: pq may leave the queue below. */
+    st__list_for_each_safe(link, next, &sched->io_q) {
         struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next; /* pq may leave the queue below */
         int ready = 0;
         for (int i = 0; i < pq->npds; i++) {
             pq->pds[i].revents = st->set[pos++].revents;
@@ -106,15 +109,9 @@ static int poll_fd_new(struct st__sched *sched, int osfd)
     return 0;
 }
 
-static void poll_fd_free(struct st__sched *sched, int osfd)
-{
-    (void)sched;
-    (void)osfd;
-}
-
 static int poll_fd_close(struct st__sched *sched, int osfd)
 {
-    for (struct st__list *link = sched->io_q.next; link != &sched->io_q; link = link->next) {
+    st__list_for_each(link, &sched->io_q) {
         const struct st__pollq *pq = st__pollq_from_link(link);
         for (int i = 0; i < pq->npds; i++) {
             if (pq->pds[i].fd == osfd) {
@@ -129,7 +126,7 @@ static int poll_fd_close(struct st__sched *sched, int osfd)
 const struct st__backend_ops st__backend_poll = {
     .name = "poll",
     .id = ST_EVENTSYS_POLL,
-    .supported = poll_supported,
+    .supported = st__backend_always_supported,
     .init = poll_init,
     .fini = poll_fini,
     .dispatch = poll_dispatch,
@@ -137,6 +134,6 @@ const struct st__backend_ops st__backend_poll = {
     .pollset_del = poll_pollset_del,
     .fd_new = poll_fd_new,
     .fd_close = poll_fd_close,
-    .fd_free = poll_fd_free,
+    .fd_free = st__backend_fd_free_nothing,
     .fd_limit = 0,
 };

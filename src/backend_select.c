@@ -10,26 +10,21 @@
 #include <sys/select.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
-struct select_state {
+struct st__select_state {
     fd_set interest[3];        /* read, write, exception */
     int waiters[3][FD_SETSIZE];
     int maxfd;                 /* highest fd that may have waiters, or -1 */
 };
 
-enum { READ_SET, WRITE_SET, EXCEPT_SET };
+enum st__select_set { READ_SET, WRITE_SET, EXCEPT_SET };
 
 static const short set_events[3] = {POLLIN, POLLOUT, POLLPRI};
 
-static bool select_supported(void)
-{
-    return true;
-}
-
 static int select_init(struct st__sched *sched)
 {
-    struct select_state *st = calloc(1, sizeof(*st));
+    struct st__select_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -48,7 +43,7 @@ static void select_fini(struct st__sched *sched)
     sched->backend_state = NULL;
 }
 
-static void count_waiter(struct select_state *st, const struct pollfd *pd, int delta)
+static void count_waiter(struct st__select_state *st, const struct pollfd *pd, int delta)
 {
     for (int s = 0; s < 3; s++) {
         if ((pd->events & set_events[s]) == 0) {
@@ -65,7 +60,7 @@ static void count_waiter(struct select_state *st, const struct pollfd *pd, int d
 
 static int select_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct select_state *st = sched->backend_state;
+    struct st__select_state *st = sched->backend_state;
     struct pollfd *pds = pq->pds;
     int npds = pq->npds;
     for (int i = 0; i < npds; i++) {
@@ -85,13 +80,13 @@ static int select_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 
 static void select_pollset_del(struct st__sched *sched, struct st__pollq *pq)
 {
-    struct select_state *st = sched->backend_state;
+    struct st__select_state *st = sched->backend_state;
     for (int i = 0; i < pq->npds; i++) {
         count_waiter(st, &pq->pds[i], -1);
     }
 }
 
-static bool has_waiters(const struct select_state *st, int fd)
+static bool has_waiters(const struct st__select_state *st, int fd)
 {
     return st->waiters[READ_SET][fd] + st->waiters[WRITE_SET][fd] + st->waiters[EXCEPT_SET][fd] > 0;
 }
@@ -99,10 +94,8 @@ static bool has_waiters(const struct select_state *st, int fd)
 /* After a select() EBADF: mark every closed descriptor POLLNVAL and wake its waiters. */
 static void wake_bad_fds(struct st__sched *sched)
 {
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
+    st__list_for_each_safe(link, next, &sched->io_q) {
         struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next;
         int bad = 0;
         for (int i = 0; i < pq->npds; i++) {
             if (fcntl(pq->pds[i].fd, F_GETFL) < 0 && errno == EBADF) {
@@ -118,7 +111,7 @@ static void wake_bad_fds(struct st__sched *sched)
 
 static void select_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct select_state *st = sched->backend_state;
+    struct st__select_state *st = sched->backend_state;
     while (st->maxfd >= 0 && !has_waiters(st, st->maxfd)) {
         st->maxfd--;
     }
@@ -138,14 +131,21 @@ static void select_dispatch(struct st__sched *sched, st_utime_t timeout)
         wake_bad_fds(sched);
         return;
     }
+    /*
+     * EINTR and ENOMEM pass: the idle loop waits again. EINVAL says the
+     * descriptor count or the timeout handed over is invalid, which no retry
+     * cures.
+     */
+    if (n < 0 && errno == EINVAL) {
+        st__backend_wait_broken("select");
+    }
     if (n <= 0) {
         return;
     }
 
-    struct st__list *link = sched->io_q.next;
-    while (link != &sched->io_q) {
+    /* Safe walk: pq may leave the queue below. */
+    st__list_for_each_safe(link, next, &sched->io_q) {
         struct st__pollq *pq = st__pollq_from_link(link);
-        link = link->next; /* pq may leave the queue below */
         int ready = 0;
         for (int i = 0; i < pq->npds; i++) {
             struct pollfd *pd = &pq->pds[i];
@@ -173,15 +173,9 @@ static int select_fd_new(struct st__sched *sched, int osfd)
     return 0;
 }
 
-static void select_fd_free(struct st__sched *sched, int osfd)
-{
-    (void)sched;
-    (void)osfd;
-}
-
 static int select_fd_close(struct st__sched *sched, int osfd)
 {
-    const struct select_state *st = sched->backend_state;
+    const struct st__select_state *st = sched->backend_state;
     if (osfd < FD_SETSIZE && has_waiters(st, osfd)) {
         errno = EBUSY;
         return -1;
@@ -192,7 +186,7 @@ static int select_fd_close(struct st__sched *sched, int osfd)
 const struct st__backend_ops st__backend_select = {
     .name = "select",
     .id = ST_EVENTSYS_SELECT,
-    .supported = select_supported,
+    .supported = st__backend_always_supported,
     .init = select_init,
     .fini = select_fini,
     .dispatch = select_dispatch,
@@ -200,6 +194,6 @@ const struct st__backend_ops st__backend_select = {
     .pollset_del = select_pollset_del,
     .fd_new = select_fd_new,
     .fd_close = select_fd_close,
-    .fd_free = select_fd_free,
+    .fd_free = st__backend_fd_free_nothing,
     .fd_limit = FD_SETSIZE,
 };

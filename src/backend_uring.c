@@ -3,9 +3,9 @@
  * IORING_OP_POLL_ADD requests, so that every I/O function works on it
  * unchanged: they still try the system call first and wait in st_poll().
  *
- * As in the epoll backend, each descriptor keeps the list of pollfds
- * waiting on it, and has at most one poll request in the kernel: for the
- * union of what its waiters want. Waiting only marks the descriptor dirty;
+ * Who waits on each descriptor is kept by the core (fdwatch.h). Each
+ * descriptor has at most one poll request in the kernel: for the union of
+ * what its waiters want. Waiting only marks the descriptor dirty;
  * the next dispatch queues the POLL_ADDs of all dirty descriptors and
  * submits them in the same io_uring_enter() that waits, so a wait costs no
  * system call of its own. Arming a poll checks the current state of the
@@ -45,8 +45,9 @@
 
 #include "backend.h"
 #include "fdtable.h"
+#include "fdwatch.h"
 #include "liburing_api.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define SQ_ENTRIES 1024U
 #define CQ_ENTRIES 4096U
@@ -55,22 +56,18 @@
 /* user_data of POLL_REMOVE requests, whose own completion says nothing. */
 #define UDATA_IGNORED UINT64_MAX
 
-struct fd_watch {
-    struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
-    struct st__list dirty;   /* on uring_state.dirty while its request must change */
-    int fd;
-    int readers;
-    int writers;
-    int urgent;      /* POLLPRI waiters */
-    unsigned armed;  /* events of the poll request in flight; 0: none */
-    uint32_t gen;    /* generation of that request */
-    bool owned;      /* a netfd holds it: its removals may wait for the next dispatch */
-    bool unremoved;  /* request `gen` was disowned (armed = 0) before its removal was queued */
+/* common.owned: its removals may wait for the next dispatch. */
+struct st__uring_watch {
+    struct st__fdwatch common;
+    struct st__list dirty; /* on st__uring_state.dirty while its request must change */
+    unsigned armed;        /* events of the poll request in flight; 0: none */
+    uint32_t gen;          /* generation of that request */
+    bool unremoved;        /* request `gen` was disowned (armed = 0) before its removal was queued */
 };
 
 
 /* liburing's out-of-line functions (see liburing_api.h), loaded on first use. */
-static struct liburing_api lib;
+static struct st__liburing_api lib;
 static bool lib_loaded;
 /* Not pthread_once: a load that failed (dlopen short of memory...) is tried again next time. */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -107,10 +104,10 @@ static void load_liburing(void)
 }
 
 
-struct uring_state {
+struct st__uring_state {
     struct io_uring ring;
-    struct st__fdtable watches; /* struct fd_watch per descriptor */
-    struct st__list dirty; /* struct fd_watch whose request must be armed or replaced */
+    struct st__fdtable watches; /* struct st__uring_watch per descriptor */
+    struct st__list dirty; /* struct st__uring_watch whose request must be armed or replaced */
     bool in_dispatch;
     bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
     struct io_uring_cqe *cqes[CQE_BATCH];
@@ -118,10 +115,9 @@ struct uring_state {
 
 static void watch_init(void *record, int fd)
 {
-    struct fd_watch *w = record;
-    st__list_init(&w->waiters);
+    struct st__uring_watch *w = record;
+    st__fdwatch_init(&w->common, fd);
     st__list_init(&w->dirty);
-    w->fd = fd;
 }
 
 static int init_ring(struct io_uring *ring, unsigned entries, unsigned flags, unsigned cq_entries)
@@ -178,7 +174,7 @@ static bool uring_supported(void)
 
 static int uring_init(struct st__sched *sched)
 {
-    struct uring_state *st = calloc(1, sizeof(*st));
+    struct st__uring_state *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         errno = ENOMEM;
         return -1;
@@ -190,14 +186,14 @@ static int uring_init(struct st__sched *sched)
         return -1;
     }
     st__list_init(&st->dirty);
-    st__fdtable_init(&st->watches, sizeof(struct fd_watch), watch_init);
+    st__fdtable_init(&st->watches, sizeof(struct st__uring_watch), watch_init);
     sched->backend_state = st;
     return 0;
 }
 
 static void uring_fini(struct st__sched *sched)
 {
-    struct uring_state *st = sched->backend_state;
+    struct st__uring_state *st = sched->backend_state;
     /* Tearing the ring down cancels every request still in flight. */
     lib.queue_exit(&st->ring);
     st__fdtable_fini(&st->watches);
@@ -205,43 +201,30 @@ static void uring_fini(struct st__sched *sched)
     sched->backend_state = NULL;
 }
 
-static bool have_watch(const struct uring_state *st, int fd)
+static struct st__uring_watch *uring_watch(struct st__fdwatch *w)
 {
-    return st__fdtable_find(&st->watches, fd) != NULL;
+    return ST__CONTAINER_OF(w, struct st__uring_watch, common);
 }
 
-static struct fd_watch *watch_of(const struct uring_state *st, int fd)
+static unsigned wanted_events(const struct st__uring_watch *w)
 {
-    return st__fdtable_at(&st->watches, fd);
+    return st__fdwatch_wanted(&w->common);
 }
 
-static unsigned wanted_events(const struct fd_watch *w)
-{
-    return (w->readers > 0 ? (unsigned)POLLIN : 0U) | (w->writers > 0 ? (unsigned)POLLOUT : 0U) |
-           (w->urgent > 0 ? (unsigned)POLLPRI : 0U);
-}
-
-static void count_waiter(struct fd_watch *w, short events, int delta)
-{
-    w->readers += (events & POLLIN) != 0 ? delta : 0;
-    w->writers += (events & POLLOUT) != 0 ? delta : 0;
-    w->urgent += (events & POLLPRI) != 0 ? delta : 0;
-}
-
-static void mark_dirty(struct uring_state *st, struct fd_watch *w)
+static void mark_dirty(struct st__uring_state *st, struct st__uring_watch *w)
 {
     if (st__list_empty(&w->dirty)) {
         st__list_insert_tail(&st->dirty, &w->dirty);
     }
 }
 
-static uint64_t udata(const struct fd_watch *w)
+static uint64_t udata(const struct st__uring_watch *w)
 {
-    return (uint64_t)(uint32_t)w->fd << 32 | w->gen;
+    return (uint64_t)(uint32_t)w->common.fd << 32 | w->gen;
 }
 
 /* Room for `need` SQEs, submitting what is queued if the ring is full. */
-static bool sq_room(struct uring_state *st, unsigned need)
+static bool sq_room(struct st__uring_state *st, unsigned need)
 {
     if (io_uring_sq_space_left(&st->ring) >= need) {
         return true;
@@ -251,7 +234,7 @@ static bool sq_room(struct uring_state *st, unsigned need)
 }
 
 /* Queue the removal of request `gen` (room checked by the caller). */
-static void queue_removal(struct uring_state *st, struct fd_watch *w)
+static void queue_removal(struct st__uring_state *st, struct st__uring_watch *w)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
     io_uring_prep_poll_remove(sqe, udata(w));
@@ -265,7 +248,7 @@ static void queue_removal(struct uring_state *st, struct fd_watch *w)
  * wanted. A request for more than is wanted is left to fire. false: no room
  * in the ring, nothing was changed.
  */
-static bool sync_watch(struct uring_state *st, struct fd_watch *w)
+static bool sync_watch(struct st__uring_state *st, struct st__uring_watch *w)
 {
     unsigned want = wanted_events(w);
     bool remove = w->unremoved || (w->armed != 0 && (want == 0 || (want & ~w->armed) != 0));
@@ -280,42 +263,25 @@ static bool sync_watch(struct uring_state *st, struct fd_watch *w)
     if (arm) {
         w->gen++;
         struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
-        io_uring_prep_poll_add(sqe, w->fd, want);
+        io_uring_prep_poll_add(sqe, w->common.fd, want);
         io_uring_sqe_set_data64(sqe, udata(w));
         w->armed = want;
     }
     return true;
 }
 
-/* Give the fired events to this fd's waiters; queue each waiter once on `ready`. */
-static void collect(struct fd_watch *w, short fired, struct st__pollq **ready)
-{
-    for (struct st__list *l = w->waiters.next; l != &w->waiters; l = l->next) {
-        struct st__pollq_fd *node = st__pollq_fd_from_link(l);
-        short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP | POLLNVAL));
-        if (revents == 0) {
-            continue;
-        }
-        node->pd->revents = (short)(node->pd->revents | revents);
-        if (!node->pq->ready) {
-            node->pq->ready = true;
-            node->pq->next_ready = *ready;
-            *ready = node->pq;
-        }
-    }
-}
-
 /* One completion: if it is the fd's current request, hand its events out. */
-static void complete(struct uring_state *st, uint64_t data, int res, struct st__pollq **ready)
+static void complete(struct st__uring_state *st, uint64_t data, int res,
+                     struct st__fdwatch_ready *ready)
 {
     if (data == UDATA_IGNORED) {
         return; /* a POLL_REMOVE, or liburing's own timeout on old kernels */
     }
-    int fd = (int)(uint32_t)(data >> 32);
-    if (!have_watch(st, fd)) {
+    struct st__fdwatch *common = st__fdwatch_find(&st->watches, (int)(uint32_t)(data >> 32));
+    if (common == NULL) {
         return;
     }
-    struct fd_watch *w = watch_of(st, fd);
+    struct st__uring_watch *w = uring_watch(common);
     if (w->armed == 0 || w->gen != (uint32_t)data) {
         return; /* removed or replaced since: stale */
     }
@@ -331,12 +297,12 @@ static void complete(struct uring_state *st, uint64_t data, int res, struct st__
     } else if (res == -EBADF) {
         fired = POLLNVAL; /* closed before the poll reached the kernel, as poll(2) says */
     }
-    collect(w, fired, ready);
+    st__fdwatch_collect(common, fired, ready);
     /* Waiters for what did not fire need a new request. */
     mark_dirty(st, w);
 }
 
-static void reap(struct uring_state *st, struct st__pollq **ready)
+static void reap(struct st__uring_state *st, struct st__fdwatch_ready *ready)
 {
     for (;;) {
         unsigned n = lib.peek_batch_cqe(&st->ring, st->cqes, CQE_BATCH);
@@ -351,12 +317,12 @@ static void reap(struct uring_state *st, struct st__pollq **ready)
 }
 
 /* Queue the requests of every dirty watch. false: some are left for later. */
-static bool flush_dirty(struct uring_state *st, struct st__pollq **ready)
+static bool flush_dirty(struct st__uring_state *st, struct st__fdwatch_ready *ready)
 {
     bool reaped = false;
     struct st__list *l;
     while ((l = st__list_first(&st->dirty)) != NULL) {
-        struct fd_watch *w = ST__CONTAINER_OF(l, struct fd_watch, dirty);
+        struct st__uring_watch *w = ST__CONTAINER_OF(l, struct st__uring_watch, dirty);
         if (!sync_watch(st, w)) {
             if (reaped) {
                 return false;
@@ -376,7 +342,7 @@ static bool flush_dirty(struct uring_state *st, struct st__pollq **ready)
  * its request out of the kernel (submitted now) and let the next dispatch
  * arm a new one if coroutines still wait on the number.
  */
-static void replace_request(struct uring_state *st, struct fd_watch *w)
+static void replace_request(struct st__uring_state *st, struct st__uring_watch *w)
 {
     if (w->armed == 0) {
         return;
@@ -393,7 +359,7 @@ static void replace_request(struct uring_state *st, struct fd_watch *w)
 }
 
 /* The last waiter of a descriptor that has a request in flight may have left. */
-static void leave(struct uring_state *st, struct fd_watch *w)
+static void leave(struct st__uring_state *st, struct st__uring_watch *w)
 {
     if (w->armed == 0 || wanted_events(w) != 0) {
         return; /* a request for more than is wanted is left to fire */
@@ -411,7 +377,7 @@ static void leave(struct uring_state *st, struct fd_watch *w)
         mark_dirty(st, w);
         return;
     }
-    if (w->owned) {
+    if (w->common.owned) {
         return; /* submitted with the next dispatch, or by fd_free */
     }
     if (st->in_dispatch) {
@@ -421,49 +387,42 @@ static void leave(struct uring_state *st, struct fd_watch *w)
     }
 }
 
-static void uring_pollset_del(struct st__sched *sched, struct st__pollq *pq)
+static void left(void *state, struct st__fdwatch *w)
 {
-    struct uring_state *st = sched->backend_state;
-    for (int i = 0; i < pq->npds; i++) {
-        if (st__list_empty(&pq->fds[i].link)) {
-            continue; /* never added (a failed pollset_add rolling back) */
-        }
-        struct fd_watch *w = watch_of(st, pq->pds[i].fd);
-        st__list_remove(&pq->fds[i].link);
-        count_waiter(w, pq->pds[i].events, -1);
-        leave(st, w);
-    }
+    leave(state, uring_watch(w));
 }
 
-static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
+/* A pollfd joined `w`: its request goes to the kernel with the next dispatch. */
+static int joined(void *state, struct st__fdwatch *w)
 {
-    struct uring_state *st = sched->backend_state;
-    for (int i = 0; i < pq->npds; i++) {
-        int fd = pq->pds[i].fd;
-        if (st__fdtable_reserve(&st->watches, fd) != 0) {
-            uring_pollset_del(sched, pq);
-            errno = ENOMEM;
-            return -1;
-        }
-        struct fd_watch *w = watch_of(st, fd);
-        count_waiter(w, pq->pds[i].events, +1);
-        st__list_insert_tail(&w->waiters, &pq->fds[i].link);
-        /* The request goes to the kernel with the next dispatch. */
-        if ((wanted_events(w) & ~w->armed) != 0) {
-            mark_dirty(st, w);
-        }
+    struct st__uring_watch *uw = uring_watch(w);
+    if ((st__fdwatch_wanted(w) & ~uw->armed) != 0) {
+        mark_dirty(state, uw);
     }
     return 0;
 }
 
+static void uring_pollset_del(struct st__sched *sched, struct st__pollq *pq)
+{
+    struct st__uring_state *st = sched->backend_state;
+    st__fdwatch_leave(&st->watches, pq, left, st);
+}
+
+static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
+{
+    struct st__uring_state *st = sched->backend_state;
+    return st__fdwatch_join(&st->watches, pq, joined, left, st);
+}
+
 static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
-    struct uring_state *st = sched->backend_state;
-    struct st__pollq *ready = NULL;
+    struct st__uring_state *st = sched->backend_state;
+    struct st__fdwatch_ready ready;
+    st__fdwatch_ready_init(&ready);
     if (!flush_dirty(st, &ready) && (timeout == ST_UTIME_NO_TIMEOUT || timeout > 1000)) {
         timeout = 1000; /* requests still wait for room: come back soon */
     }
-    if (ready != NULL) {
+    if (ready.first != NULL) {
         timeout = 0; /* completions are at hand: do not sleep */
     }
     struct __kernel_timespec ts = {0};
@@ -481,20 +440,8 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
     }
     reap(st, &ready);
 
-    /* Wake in the order the completions came (the list was built backwards). */
-    struct st__pollq *in_order = NULL;
-    while (ready != NULL) {
-        struct st__pollq *next = ready->next_ready;
-        ready->next_ready = in_order;
-        in_order = ready;
-        ready = next;
-    }
     st->in_dispatch = true;
-    while (in_order != NULL) {
-        struct st__pollq *next = in_order->next_ready;
-        st__pollq_ready(sched, in_order);
-        in_order = next;
-    }
+    st__fdwatch_wake(sched, &ready);
     st->in_dispatch = false;
     if (st->removals_queued) {
         st->removals_queued = false;
@@ -504,25 +451,23 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 
 static int uring_fd_new(struct st__sched *sched, int osfd)
 {
-    struct uring_state *st = sched->backend_state;
-    if (st__fdtable_reserve(&st->watches, osfd) != 0) {
+    struct st__uring_state *st = sched->backend_state;
+    struct st__fdwatch *w = st__fdwatch_own(&st->watches, osfd);
+    if (w == NULL) {
         return -1;
     }
-    struct fd_watch *w = watch_of(st, osfd);
-    w->owned = true;
-    replace_request(st, w); /* one in flight watches the number's previous file */
+    replace_request(st, uring_watch(w)); /* one in flight watches the number's previous file */
     return 0;
 }
 
 static void uring_fd_free(struct st__sched *sched, int osfd)
 {
-    struct uring_state *st = sched->backend_state;
-    if (!have_watch(st, osfd)) {
+    struct st__uring_state *st = sched->backend_state;
+    struct st__fdwatch *w = st__fdwatch_disown(&st->watches, osfd);
+    if (w == NULL) {
         return;
     }
-    struct fd_watch *w = watch_of(st, osfd);
-    w->owned = false;
-    replace_request(st, w);
+    replace_request(st, uring_watch(w));
     /* Queued removals reach the kernel now: the descriptor may be closed next. */
     if (io_uring_sq_ready(&st->ring) > 0) {
         (void)lib.submit(&st->ring);
@@ -531,8 +476,8 @@ static void uring_fd_free(struct st__sched *sched, int osfd)
 
 static int uring_fd_close(struct st__sched *sched, int osfd)
 {
-    const struct uring_state *st = sched->backend_state;
-    if (have_watch(st, osfd) && !st__list_empty(&watch_of(st, osfd)->waiters)) {
+    const struct st__uring_state *st = sched->backend_state;
+    if (st__fdwatch_busy(&st->watches, osfd)) {
         errno = EBUSY;
         return -1;
     }

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 /*
  * Monotonic microseconds, as State Threads reads on Linux: deadlines must

@@ -1,5 +1,6 @@
 #include "heap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -96,6 +97,7 @@ void st__heap_insert(struct st__heap *heap, struct st__heap_node *node, st_utime
 
 void st__heap_remove(struct st__heap *heap, struct st__heap_node *node)
 {
+    assert(st__heap_node_queued(node) && heap->slots[node->index] == node);
     size_t index = node->index;
     struct st__heap_node *last = heap->slots[--heap->size];
     node->index = ST__HEAP_NOT_QUEUED;

@@ -12,7 +12,7 @@
 #include <sys/uio.h>
 
 #include "netfd.h"
-#include "sched.h"
+#include "scheduler.h"
 
 /* Enough iovecs for common gathers without touching the heap. */
 #define LOCAL_IOVECS 16
@@ -53,10 +53,10 @@ int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
 }
 
 /* One attempt of a system call on `osfd`; the arguments are in `args`. */
-typedef ssize_t (*io_attempt_fn)(int osfd, void *args);
+typedef ssize_t (*st__io_attempt_fn)(int osfd, void *args);
 
 /* Retry `attempt` until it completes, waiting for `events` while not ready. */
-static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, io_attempt_fn attempt,
+static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn attempt,
                         void *args)
 {
     if (!st__netfd_usable(fd)) {
@@ -76,37 +76,37 @@ static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, io_atte
     }
 }
 
-struct buf_args {
+struct st__buf_args {
     void *buf;
     size_t len;
 };
 
 static ssize_t attempt_read(int osfd, void *args)
 {
-    struct buf_args *a = args;
+    struct st__buf_args *a = args;
     return read(osfd, a->buf, a->len);
 }
 
 ssize_t st_read(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
 {
-    struct buf_args args = {buf, nbyte};
+    struct st__buf_args args = {buf, nbyte};
     return io_retry(fd, POLLIN, timeout, attempt_read, &args);
 }
 
-struct vec_args {
+struct st__vec_args {
     const struct iovec *iov;
     int count;
 };
 
 static ssize_t attempt_readv(int osfd, void *args)
 {
-    struct vec_args *a = args;
+    struct st__vec_args *a = args;
     return readv(osfd, a->iov, a->count);
 }
 
 ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
-    struct vec_args args = {iov, iov_size};
+    struct st__vec_args args = {iov, iov_size};
     return io_retry(fd, POLLIN, timeout, attempt_readv, &args);
 }
 
@@ -226,7 +226,7 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
     /*
      * The common case first: the socket takes it all at once. (The same
      * write(2) transfer_resid would make, without its iovec bookkeeping,
-     * which was a tenth of an echo round trip's instructions.)
+     * which costs more than the rest of an echo server's write path.)
      */
     ssize_t done = 0;
     if (nbyte > 0 && st__netfd_usable(fd)) {
@@ -280,7 +280,7 @@ ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime
     return rv;
 }
 
-struct recvfrom_args {
+struct st__recvfrom_args {
     void *buf;
     size_t len;
     struct sockaddr *from;
@@ -289,7 +289,7 @@ struct recvfrom_args {
 
 static ssize_t attempt_recvfrom(int osfd, void *args)
 {
-    struct recvfrom_args *a = args;
+    struct st__recvfrom_args *a = args;
     return recvfrom(osfd, a->buf, a->len, 0, a->from, a->fromlen);
 }
 
@@ -302,7 +302,7 @@ int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *f
     }
     socklen_t addrlen = fromlen != NULL ? (socklen_t)*fromlen : 0;
     bool want_addr = from != NULL && fromlen != NULL;
-    struct recvfrom_args args = {buf, (size_t)len, want_addr ? from : NULL,
+    struct st__recvfrom_args args = {buf, (size_t)len, want_addr ? from : NULL,
                                  want_addr ? &addrlen : NULL};
     ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args);
     if (n >= 0 && want_addr) {
@@ -311,7 +311,7 @@ int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *f
     return (int)n;
 }
 
-struct sendto_args {
+struct st__sendto_args {
     const void *buf;
     size_t len;
     const struct sockaddr *to;
@@ -320,7 +320,7 @@ struct sendto_args {
 
 static ssize_t attempt_sendto(int osfd, void *args)
 {
-    const struct sendto_args *a = args;
+    const struct st__sendto_args *a = args;
     return sendto(osfd, a->buf, a->len, 0, a->to, a->tolen);
 }
 
@@ -331,45 +331,45 @@ int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to
         errno = EINVAL;
         return -1;
     }
-    struct sendto_args args = {msg, (size_t)len, to, (socklen_t)tolen};
+    struct st__sendto_args args = {msg, (size_t)len, to, (socklen_t)tolen};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args);
 }
 
-struct recvmsg_args {
+struct st__recvmsg_args {
     struct msghdr *msg;
     int flags;
 };
 
 static ssize_t attempt_recvmsg(int osfd, void *args)
 {
-    struct recvmsg_args *a = args;
+    struct st__recvmsg_args *a = args;
     return recvmsg(osfd, a->msg, a->flags);
 }
 
 int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout)
 {
-    struct recvmsg_args args = {msg, flags};
+    struct st__recvmsg_args args = {msg, flags};
     return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args);
 }
 
-struct sendmsg_args {
+struct st__sendmsg_args {
     const struct msghdr *msg;
     int flags;
 };
 
 static ssize_t attempt_sendmsg(int osfd, void *args)
 {
-    const struct sendmsg_args *a = args;
+    const struct st__sendmsg_args *a = args;
     return sendmsg(osfd, a->msg, a->flags);
 }
 
 int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout)
 {
-    struct sendmsg_args args = {msg, flags};
+    struct st__sendmsg_args args = {msg, flags};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
 }
 
-struct mmsg_args {
+struct st__mmsg_args {
     struct mmsghdr *msgvec;
     unsigned int vlen;
     int flags;
@@ -377,13 +377,13 @@ struct mmsg_args {
 
 static ssize_t attempt_recvmmsg(int osfd, void *args)
 {
-    struct mmsg_args *a = args;
+    struct st__mmsg_args *a = args;
     return recvmmsg(osfd, a->msgvec, a->vlen, a->flags, NULL);
 }
 
 static ssize_t attempt_sendmmsg(int osfd, void *args)
 {
-    struct mmsg_args *a = args;
+    struct st__mmsg_args *a = args;
     return sendmmsg(osfd, a->msgvec, a->vlen, a->flags);
 }
 
@@ -395,25 +395,25 @@ static ssize_t attempt_sendmmsg(int osfd, void *args)
 int st_recvmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
                 st_utime_t timeout)
 {
-    struct mmsg_args args = {msgvec, vlen, flags};
+    struct st__mmsg_args args = {msgvec, vlen, flags};
     return (int)io_retry(fd, POLLIN, timeout, attempt_recvmmsg, &args);
 }
 
 int st_sendmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
                 st_utime_t timeout)
 {
-    struct mmsg_args args = {msgvec, vlen, flags};
+    struct st__mmsg_args args = {msgvec, vlen, flags};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmmsg, &args);
 }
 
-struct accept_args {
+struct st__accept_args {
     struct sockaddr *addr;
     socklen_t *addrlen;
 };
 
 static ssize_t attempt_accept(int osfd, void *args)
 {
-    struct accept_args *a = args;
+    struct st__accept_args *a = args;
     /* Accepted sockets do not inherit O_NONBLOCK: set it atomically. */
     return accept4(osfd, a->addr, a->addrlen, SOCK_NONBLOCK);
 }
@@ -426,7 +426,7 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     }
     socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
     bool want_addr = addr != NULL && addrlen != NULL;
-    struct accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
+    struct st__accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
     ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args);
     if (osfd < 0) {
         return NULL;

@@ -1,7 +1,7 @@
 /* Coroutine-specific data: up to ST__KEYS_MAX keys per pthread. */
 #include <errno.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 int st_key_create(int *keyp, void (*destructor)(void *))
 {

@@ -11,7 +11,7 @@
 
 #include <liburing.h>
 
-struct liburing_api {
+struct st__liburing_api {
     int (*queue_init)(unsigned entries, struct io_uring *ring, unsigned flags);
     int (*queue_init_params)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
     void (*queue_exit)(struct io_uring *ring);

@@ -61,6 +61,21 @@ static inline void st__list_remove(struct st__list *node)
     node->prev = node;
 }
 
+/*
+ * Walk the links of `head` in order, `link` naming each in turn. The body
+ * must leave `link` on the list (it may unlink it and stop at once).
+ */
+#define st__list_for_each(link, head) \
+    for (struct st__list *(link) = (head)->next; (link) != (head); (link) = (link)->next)
+
+/*
+ * The same, for a body that may unlink or free `link`: `next` is read
+ * before the body runs. The body must not unlink `next`.
+ */
+#define st__list_for_each_safe(link, next, head)                                   \
+    for (struct st__list *(link) = (head)->next, *(next) = (link)->next; (link) != (head); \
+         (link) = (next), (next) = (link)->next)
+
 /* The first element's link, or NULL when empty. */
 static inline struct st__list *st__list_first(const struct st__list *head)
 {

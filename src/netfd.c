@@ -6,7 +6,12 @@
 #include <sys/ioctl.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
+
+static struct _st_netfd *netfd_from_live(struct st__list *link)
+{
+    return ST__CONTAINER_OF(link, struct _st_netfd, live);
+}
 
 struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
 {
@@ -26,9 +31,11 @@ struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
     if (sched->backend->fd_new(sched, osfd) != 0) {
         return NULL;
     }
-    struct _st_netfd *fd = sched->netfd_freelist;
-    if (fd != NULL) {
-        sched->netfd_freelist = fd->next;
+    struct _st_netfd *fd = NULL;
+    struct st__list *recycled = st__list_first(&sched->netfd_freelist);
+    if (recycled != NULL) {
+        st__list_remove(recycled);
+        fd = netfd_from_live(recycled);
     } else {
         fd = malloc(sizeof(*fd));
         if (fd == NULL) {
@@ -41,7 +48,6 @@ struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
     fd->users = 0;
     fd->private_data = NULL;
     fd->destructor = NULL;
-    fd->next = NULL;
     st__list_insert_tail(&sched->netfds, &fd->live);
     return fd;
 }
@@ -64,8 +70,7 @@ static void recycle(struct st__sched *sched, struct _st_netfd *fd)
         free(fd);
         return;
     }
-    fd->next = sched->netfd_freelist;
-    sched->netfd_freelist = fd;
+    st__list_insert_head(&sched->netfd_freelist, &fd->live);
 }
 
 void st_netfd_free(st_netfd_t fd)
@@ -147,18 +152,13 @@ int st_netfd_serialize_accept(st_netfd_t fd)
 
 void st__netfd_release_all(struct st__sched *sched)
 {
-    struct _st_netfd *fd = sched->netfd_freelist;
-    while (fd != NULL) {
-        struct _st_netfd *next = fd->next;
-        free(fd);
-        fd = next;
+    st__list_for_each_safe(link, next, &sched->netfd_freelist) {
+        free(netfd_from_live(link));
     }
-    sched->netfd_freelist = NULL;
+    st__list_init(&sched->netfd_freelist);
 
-    struct st__list *link = sched->netfds.next;
-    while (link != &sched->netfds) {
-        struct _st_netfd *live = ST__CONTAINER_OF(link, struct _st_netfd, live);
-        link = link->next;
+    st__list_for_each_safe(link, next, &sched->netfds) {
+        struct _st_netfd *live = netfd_from_live(link);
         st__list_init(&live->live); /* the list head goes with the scheduler */
         live->users = 0;            /* their coroutines are gone */
         if (!live->inuse) {

@@ -26,8 +26,8 @@ struct _st_netfd {
     unsigned users;
     void *private_data;
     void (*destructor)(void *value);
-    struct st__list live;   /* on the scheduler's list of allocated, unrecycled netfds */
-    struct _st_netfd *next; /* on the free list */
+    /* On the scheduler's list of netfds handed out, or on its free list once recycled. */
+    struct st__list live;
 };
 
 /* Wrap `osfd`; make it non-blocking first when `set_nonblock`. NULL + errno on failure. */

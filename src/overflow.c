@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 /* Room for the handler, dladdr() and the chained handler's first frames. */
 #define ALT_STACK_SIZE ((size_t)64 * 1024)
@@ -18,19 +18,19 @@ static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
 /* ---- async-signal-safe output --------------------------------------------- */
 
-struct line {
+struct st__line {
     char buf[512];
     size_t len;
 };
 
-static void put_str(struct line *l, const char *s)
+static void put_str(struct st__line *l, const char *s)
 {
     while (*s != '\0' && l->len < sizeof(l->buf)) {
         l->buf[l->len++] = *s++;
     }
 }
 
-static void put_hex(struct line *l, uintptr_t v)
+static void put_hex(struct st__line *l, uintptr_t v)
 {
     char digits[2 * sizeof(v) + 3];
     size_t n = sizeof(digits);
@@ -46,7 +46,7 @@ static void put_hex(struct line *l, uintptr_t v)
 
 static void report(const struct _st_thread *thread, const void *fault)
 {
-    struct line l = {.len = 0};
+    struct st__line l = {.len = 0};
     put_str(&l, "st: stack overflow in coroutine ");
     put_hex(&l, (uintptr_t)thread);
     put_str(&l, " (start function ");
@@ -80,8 +80,7 @@ static const struct _st_thread *guard_owner(const char *addr)
     if (sched == NULL || !sched->initialized || sched->stacks.pagesize == 0) {
         return NULL;
     }
-    for (const struct st__list *link = sched->threads.next; link != &sched->threads;
-         link = link->next) {
+    st__list_for_each(link, &sched->threads) {
         const struct _st_thread *thread =
             ST__CONTAINER_OF(link, const struct _st_thread, all_links);
         const struct st__stack *stack = thread->stack;

@@ -13,7 +13,7 @@
 #include "backend.h"
 #include "netfd.h"
 #include "overflow.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "st_config.h"
 
 /* Numbers every st_init() of the process (struct st__sched.generation). */
@@ -55,26 +55,23 @@ int st_getfdlimit(void)
     return sched != NULL ? sched->osfd_limit : -1;
 }
 
+static st_switch_cb_t exchange_cb(st_switch_cb_t *slot, st_switch_cb_t cb)
+{
+    st_switch_cb_t old = *slot;
+    *slot = cb;
+    return old;
+}
+
 st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
 {
     struct st__sched *sched = st__sched_get();
-    if (sched == NULL) {
-        return NULL;
-    }
-    st_switch_cb_t old = sched->switch_in_cb;
-    sched->switch_in_cb = cb;
-    return old;
+    return sched != NULL ? exchange_cb(&sched->switch_in_cb, cb) : NULL;
 }
 
 st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 {
     struct st__sched *sched = st__sched_get();
-    if (sched == NULL) {
-        return NULL;
-    }
-    st_switch_cb_t old = sched->switch_out_cb;
-    sched->switch_out_cb = cb;
-    return old;
+    return sched != NULL ? exchange_cb(&sched->switch_out_cb, cb) : NULL;
 }
 
 /*
@@ -171,13 +168,12 @@ static void release_threads(struct st__sched *sched)
      * unlinking comes before any unmapping: a neighbour on the same queue
      * may be another coroutine's join condition.)
      */
-    for (struct st__list *link = sched->threads.next; link != &sched->threads; link = link->next) {
+    st__list_for_each(link, &sched->threads) {
         st__sync_forget_waiter(st__thread_from_all_links(link));
     }
-    struct st__list *link = sched->threads.next;
-    while (link != &sched->threads) {
+    /* Safe walk: the object, and its link, live on the stack about to go. */
+    st__list_for_each_safe(link, next, &sched->threads) {
         struct _st_thread *thread = st__thread_from_all_links(link);
-        link = link->next; /* the object lives on the stack about to go */
         if (thread->stack != NULL) {
             st__stack_unmap(thread->stack);
         }

@@ -32,16 +32,18 @@
 /*
  * How many cache-line offsets stack tops take (see colour_offset). The shift
  * comes out of the top page's spare room, which also holds the coroutine
- * object and the frames of a blocked call: up to 1984 bytes leaves about
- * 2 KiB for them, so an idle coroutine still fits in one page (all 63 lines
- * of the page would spread further, but cost a blocked st_read 0.96 KiB
- * more RSS on average).
+ * object and the frames of a blocked call: up to 31 lines leaves half the
+ * page for them, so an idle coroutine still fits in one page (all the lines
+ * of the page would spread further, but push the frames of a blocked call
+ * onto a second page, which costs memory for every waiting coroutine).
  */
 #define TOP_COLOURS 32u
 #define COLOUR_STEP 64u
 
 /* Stacks with a mapping of their own (guarded ones), in all pools. */
 static atomic_size_t stacks_alone;
+
+size_t st__stacks_alone_max = ST__STACKS_ALONE_MAX;
 
 bool st__stack_guard_markers_supported(void)
 {
@@ -79,7 +81,6 @@ void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, 
     pool->carve_end = NULL;
     pool->mode = mode;
     pool->pagesize = (size_t)sysconf(_SC_PAGESIZE);
-    pool->alone_limit = ST__STACKS_ALONE_MAX;
     pool->guard_pages = guard_pages;
     pool->randomize = false;
 }
@@ -102,10 +103,8 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
 {
     unmap_all(&pool->cache);
     unmap_all(&pool->graveyard);
-    struct st__list *link = pool->slabs.next;
-    while (link != &pool->slabs) {
+    st__list_for_each_safe(link, next, &pool->slabs) {
         struct st__slab *slab = ST__CONTAINER_OF(link, struct st__slab, link);
-        link = link->next;
         (void)munmap(slab->base, slab->size);
         free(slab);
     }
@@ -162,7 +161,7 @@ void st__stack_unmap(struct st__stack *stack)
 
 static struct st__stack *take_cached(struct st__stack_pool *pool, size_t size)
 {
-    for (struct st__list *link = pool->cache.next; link != &pool->cache; link = link->next) {
+    st__list_for_each(link, &pool->cache) {
         struct st__stack *stack = stack_from_link(link);
         if (stack->size >= size) {
             st__list_remove(link);
@@ -188,9 +187,8 @@ static size_t random_offset(const struct st__stack_pool *pool)
  * its mapping ends. Bits 12-15 of that address (the page's "colour") already
  * differ between neighbours, since they lie an odd number of pages apart;
  * the next five bits pick the cache line. Together the two spread the hot
- * top-of-stack lines of 512 neighbouring stacks over 512 cache sets. (In a
- * callgrind simulation of a 512 KiB 8-way cache, the st echo server at 1000
- * connections missed 12.5 times per request instead of 16.7.)
+ * top-of-stack lines of 512 neighbouring stacks over 512 cache sets, so a
+ * server with many connections keeps their tops in the cache.
  */
 static size_t colour_offset(const struct st__stack_pool *pool, const char *end)
 {
@@ -256,7 +254,7 @@ static char *map_range(struct st__stack_pool *pool, size_t map_size, bool *in_sl
     if (!pool->guard_pages) {
         return carve(pool, map_size);
     }
-    if (atomic_load_explicit(&stacks_alone, memory_order_relaxed) >= pool->alone_limit &&
+    if (atomic_load_explicit(&stacks_alone, memory_order_relaxed) >= st__stacks_alone_max &&
         st__stack_guard_markers_supported()) {
         return carve_guarded(pool, map_size);
     }

@@ -75,6 +75,13 @@ struct st__slab {
  */
 #define ST__STACKS_ALONE_MAX 8192u
 
+/*
+ * The budget in force: ST__STACKS_ALONE_MAX. A variable rather than the
+ * constant only so that unit tests can reach the slab path at once; the
+ * library never changes it.
+ */
+extern size_t st__stacks_alone_max;
+
 struct st__stack_pool {
     struct st__list cache;
     struct st__list graveyard;
@@ -84,8 +91,7 @@ struct st__stack_pool {
     enum st__stack_mode mode;
     size_t pagesize;
     bool guard_pages;
-    size_t alone_limit;   /* ST__STACKS_ALONE_MAX (tests lower it) */
-    bool randomize;
+    bool randomize;       /* st_randomize_stacks(): random tops instead of colours */
 };
 
 void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, bool guard_pages);

@@ -12,10 +12,11 @@
  */
 #include "sync.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 void st__cond_init(struct _st_cond *cvar)
 {
@@ -49,6 +50,17 @@ static bool take_interrupt(struct _st_thread *me)
     return true;
 }
 
+/* The running scheduler, for an operation on `object`: NULL with errno if either is missing. */
+static struct st__sched *running_for(const void *object)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched != NULL && object == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return sched;
+}
+
 st_cond_t st_cond_new(void)
 {
     struct _st_cond *cvar = malloc(sizeof(*cvar));
@@ -76,12 +88,8 @@ int st_cond_destroy(st_cond_t cvar)
 
 int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
 {
-    struct st__sched *sched = st__sched_running();
+    struct st__sched *sched = running_for(cvar);
     if (sched == NULL) {
-        return -1;
-    }
-    if (cvar == NULL) {
-        errno = EINVAL;
         return -1;
     }
     struct _st_thread *me = sched->current;
@@ -124,6 +132,7 @@ static void wake_first(struct st__sched *sched, st_cond_t cvar)
 {
     struct st__list *link = cvar->wait_q.next;
     struct _st_thread *thread = st__thread_from_wait_links(link);
+    assert(thread->state == ST__COND_WAIT && thread->cond == cvar);
     st__list_remove(link);
     cvar->woken++;
     st__sched_sleep_del(sched, thread);
@@ -203,12 +212,8 @@ int st_mutex_destroy(st_mutex_t lock)
 
 int st_mutex_lock(st_mutex_t lock)
 {
-    struct st__sched *sched = st__sched_running();
+    struct st__sched *sched = running_for(lock);
     if (sched == NULL) {
-        return -1;
-    }
-    if (lock == NULL) {
-        errno = EINVAL;
         return -1;
     }
     struct _st_thread *me = sched->current;
@@ -233,6 +238,7 @@ int st_mutex_lock(st_mutex_t lock)
     me->waiting_on = NULL;
 
     /* Ownership handed over wins over an interrupt that came at the same time. */
+    assert(lock->owner == me || (me->flags & ST__FL_INTERRUPT) != 0);
     if (lock->owner != me && take_interrupt(me)) {
         return -1;
     }
@@ -250,9 +256,10 @@ int st_mutex_unlock(st_mutex_t lock)
         errno = EPERM;
         return -1;
     }
-    for (struct st__list *link = lock->wait_q.next; link != &lock->wait_q; link = link->next) {
+    st__list_for_each(link, &lock->wait_q) {
         struct _st_thread *thread = st__thread_from_wait_links(link);
         if (thread->state == ST__LOCK_WAIT) {
+            assert(thread != sched->current);
             /* Direct hand-off: nobody can take the lock before the waiter runs. */
             set_owner(lock, thread, sched);
             st__sched_make_runnable(sched, thread);
@@ -265,12 +272,8 @@ int st_mutex_unlock(st_mutex_t lock)
 
 int st_mutex_trylock(st_mutex_t lock)
 {
-    struct st__sched *sched = st__sched_running();
+    struct st__sched *sched = running_for(lock);
     if (sched == NULL) {
-        return -1;
-    }
-    if (lock == NULL) {
-        errno = EINVAL;
         return -1;
     }
     if (owner_of(lock, sched) != NULL) {

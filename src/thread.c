@@ -1,13 +1,14 @@
 /* Coroutine lifecycle: create, run, exit, join, interrupt, yield. */
 #include "thread.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "st_config.h"
 
 /* Every coroutine starts here, on its own stack. */
@@ -192,6 +193,7 @@ void st_thread_interrupt(st_thread_t thread)
     if (thread->state == ST__RUNNING || thread->state == ST__RUNNABLE) {
         return; /* it sees the flag at its next blocking call */
     }
+    assert(st__thread_waiting(thread));
     struct st__sched *sched = st__sched_peek();
     if (thread->state == ST__COND_WAIT) {
         st__cond_waiter_woken(thread);

@@ -9,6 +9,7 @@
 #ifndef ST__THREAD_H
 #define ST__THREAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "context.h"
@@ -75,6 +76,14 @@ struct _st_thread {
 
 _Static_assert(offsetof(struct _st_thread, start) <= 64,
                "the fields a switch touches must share one cache line");
+
+/* Is it blocked, so that something may wake it? (For invariant checks.) */
+static inline bool st__thread_waiting(const struct _st_thread *thread)
+{
+    return thread->state == ST__IO_WAIT || thread->state == ST__LOCK_WAIT ||
+           thread->state == ST__COND_WAIT || thread->state == ST__SLEEPING ||
+           thread->state == ST__SUSPENDED;
+}
 
 static inline struct _st_thread *st__thread_from_links(struct st__list *link)
 {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "st_config.h"
 
 Test(backend, eventsys_values_map_to_backends)

@@ -37,7 +37,7 @@
 
 #include "fault_checks.h"
 #include "heap.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "st.h"
 #include "stack.h"
 
@@ -716,7 +716,7 @@ Test(faults2, guard_marker_failure_reports_enomem_and_gives_the_range_back)
     require_guard_markers();
     init_with(-1);
     struct st__stack_pool *pool = &st__sched_peek()->stacks;
-    pool->alone_limit = 0; /* from slabs at once */
+    st__stacks_alone_max = 0; /* from slabs at once */
     st_thread_t first = st_thread_create(return_arg, NULL, 1, 0);
     cr_assert_not_null(first);
     char *next = pool->carve_next;

@@ -165,7 +165,7 @@ Test(faults_uring, io_uring_backend)
 /* ---- liburing shims, handed out by the wrapped dlsym ---------------------------------- */
 
 /* liburing's real functions, which the shims below call through. */
-static struct liburing_api real_api;
+static struct st__liburing_api real_api;
 
 /* Rings made and torn down: every ring st made must be gone after a failure or st_destroy. */
 static int rings_made;

@@ -85,7 +85,7 @@ Test(stack, guard_markers_fault_below_a_slab_stack, .signal = SIGSEGV)
     require_guard_markers();
     struct st__stack_pool pool;
     st__stack_pool_init(&pool, ST__STACK_CACHE, true);
-    pool.alone_limit = 0; /* from slabs at once */
+    st__stacks_alone_max = 0; /* from slabs at once */
     struct st__stack *first = st__stack_acquire(&pool, 4 * page());
     struct st__stack *second = st__stack_acquire(&pool, 4 * page());
     cr_assert_not_null(first);
@@ -102,7 +102,7 @@ Test(stack, free_mode_keeps_the_guard_marker_of_a_reused_slab_stack, .signal = S
     require_guard_markers();
     struct st__stack_pool pool;
     st__stack_pool_init(&pool, ST__STACK_FREE, true);
-    pool.alone_limit = 0; /* from slabs at once */
+    st__stacks_alone_max = 0; /* from slabs at once */
     struct st__stack *a = st__stack_acquire(&pool, 4 * page());
     cr_assert_not_null(a);
     cr_assert(a->in_slab);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "st.h"
 
 enum { WAITERS = 8 };

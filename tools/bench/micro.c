@@ -15,7 +15,7 @@
 
 #include "bench.h"
 #include "context.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "st.h"
 
 enum { MAX_REPS = 64, RAW_STACK = 64 * 1024 };

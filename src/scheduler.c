@@ -1,5 +1,6 @@
-#include "sched.h"
+#include "scheduler.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -54,6 +55,7 @@ struct st__sched *st__sched_get(void)
     st__list_init(&sched->zombie_q);
     st__list_init(&sched->threads);
     st__list_init(&sched->netfds);
+    st__list_init(&sched->netfd_freelist);
     st__heap_init(&sched->sleep_q);
     st__stack_pool_init(&sched->stacks, ST__STACK_MODE_FREE ? ST__STACK_FREE : ST__STACK_CACHE,
                         ST__GUARD_PAGES);
@@ -79,6 +81,7 @@ void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_
         sched->clock_stale = true;
     }
     st_utime_t now = st__sched_last_clock(sched);
+    assert(!st__heap_node_queued(&thread->timer)); /* one deadline at a time */
     st_utime_t due = now + timeout;
     if (due < now) {
         due = ST_UTIME_NO_TIMEOUT - 1; /* saturate instead of wrapping into the past */
@@ -99,6 +102,9 @@ static bool wants_switch_cb(const struct _st_thread *thread)
 
 void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
 {
+    assert(me == sched->current);
+    /* It has left RUNNING for the state that says what wakes it (RUNNABLE: a yield). */
+    assert(me->state != ST__RUNNING);
     if (sched->switch_out_cb != NULL && wants_switch_cb(me)) {
         sched->switch_out_cb();
     }
@@ -109,6 +115,7 @@ void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
         st__list_remove(first);
         next = st__thread_from_links(first);
     }
+    assert(next->state == ST__RUNNABLE || next == sched->idle);
     next->state = ST__RUNNING;
     sched->current = next;
     if (next != me) {
@@ -151,6 +158,7 @@ void st__sched_check_clock(struct st__sched *sched)
     while ((node = st__heap_min(&sched->sleep_q)) != NULL && node->due <= now) {
         st__heap_remove(&sched->sleep_q, node);
         struct _st_thread *thread = st__thread_from_timer(node);
+        assert(st__thread_waiting(thread) && st__list_empty(&thread->links));
         if (thread->state == ST__COND_WAIT) {
             thread->flags |= ST__FL_TIMEDOUT;
             st__cond_waiter_woken(thread);

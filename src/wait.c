@@ -4,11 +4,12 @@
  * with a timeout, its deadline on the sleep heap; whichever fires first wakes
  * it. pq.on_ioq tells the two apart when it resumes.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
 #include "backend.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define ST__POLL_EVENTS (POLLIN | POLLOUT | POLLPRI)
 
@@ -111,6 +112,7 @@ int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 
 void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq)
 {
+    assert(pq->on_ioq && !st__list_empty(&pq->link)); /* readied once, from the io_q */
     st__list_remove(&pq->link);
     pq->on_ioq = false;
     sched->backend->pollset_del(sched, pq);

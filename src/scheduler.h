@@ -6,9 +6,10 @@
  * the key table and the chosen event backend. Nothing else in the library
  * is global: a pthread finds its scheduler through one thread-local pointer.
  */
-#ifndef ST__SCHED_H
-#define ST__SCHED_H
+#ifndef ST__SCHEDULER_H
+#define ST__SCHEDULER_H
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -51,7 +52,7 @@ struct st__sched {
     st_switch_cb_t switch_out_cb;
 
     struct st__stack_pool stacks;
-    struct _st_netfd *netfd_freelist;
+    struct st__list netfd_freelist;   /* netfds to hand out again */
     struct st__list netfds;           /* netfds handed out and not yet on the free list */
 
     int key_count;
@@ -67,12 +68,12 @@ struct st__sched {
 struct st__pollq;
 
 /*
- * One pollfd of a waiting coroutine, for backends that keep the waiters of
- * each descriptor in a list (epoll wakes exactly the waiters of the fds
- * that fired instead of scanning every waiter).
+ * One pollfd of a waiting coroutine, linked into the waiter list of its
+ * descriptor (fdwatch.h) by the backends that wake exactly the waiters of
+ * the fds that fired instead of scanning every waiter (epoll, io_uring).
  */
 struct st__pollq_fd {
-    struct st__list link; /* on the backend's list of this fd's waiters */
+    struct st__list link; /* on its descriptor's list of waiters (struct st__fdwatch) */
     struct st__pollq *pq;
     struct pollfd *pd;
 };
@@ -131,6 +132,8 @@ static inline struct st__sched *st__sched_running(void)
 /* Make `thread` runnable at the tail of the run queue. */
 static inline void st__sched_make_runnable(struct st__sched *sched, struct _st_thread *thread)
 {
+    assert(st__list_empty(&thread->links)); /* not on the run queue or the zombie queue */
+    assert(thread->state != ST__ZOMBIE);
     thread->state = ST__RUNNABLE;
     st__list_insert_tail(&sched->run_q, &thread->links);
 }
@@ -182,4 +185,4 @@ void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);
 /* Refresh the st_time() cache when it is on and a second has passed. */
 void st__time_cache_tick(struct st__sched *sched, st_utime_t now);
 
-#endif /* ST__SCHED_H */
+#endif /* ST__SCHEDULER_H */
