@@ -66,6 +66,15 @@ int __wrap_getrlimit64(int resource, struct rlimit *rl)
     FAULT_CALL(F_getrlimit64, -1, __real_getrlimit64(resource, rl));
 }
 
+int __wrap_setrlimit64(int resource, const struct rlimit *rl)
+{
+    if (fault_nofile_unlimited && resource == RLIMIT_NOFILE) {
+        /* The played limit is not the process's: raising or lowering it is not for real. */
+        FAULT_CALL(F_setrlimit64, -1, 0);
+    }
+    FAULT_CALL(F_setrlimit64, -1, __real_setrlimit64(resource, rl));
+}
+
 /* The library passes ioctl one pointer (FIONBIO's flag) and open64 a mode. */
 int __wrap_ioctl(int fd, unsigned long request, ...)
 {

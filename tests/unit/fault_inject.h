@@ -111,7 +111,7 @@ static inline enum fault_action fault_next(enum fault_id f)
     return x->after ? FAULT_FAIL_AFTER : FAULT_FAIL_NOW;
 }
 
-/* When set, getrlimit reports RLIMIT_NOFILE as unlimited. */
+/* When set, RLIMIT_NOFILE is played as unlimited: getrlimit says so, setrlimit changes nothing. */
 extern bool fault_nofile_unlimited;
 
 /* What st_init asked io_uring_queue_init_params for. */

@@ -48,11 +48,14 @@ FAULT_WRAP(epoll_wait, int, -1, (int epfd, struct epoll_event *ev, int max, int 
 FAULT_WRAP(poll, int, -1, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))
 FAULT_WRAP(select, int, -1, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv), (n, r, w, e, tv))
 
-/* st_init and the overflow reporter; getrlimit64 can also report RLIMIT_NOFILE unlimited. */
+/*
+ * st_init and the overflow reporter. RLIMIT_NOFILE can also be played as
+ * unlimited: getrlimit64 reports it so, setrlimit64 changes nothing.
+ */
 FAULT_WRAP(sigaction, int, -1, (int sig, const struct sigaction *sa, struct sigaction *old), (sig, sa, old))
 FAULT_WRAP(sigaltstack, int, -1, (const stack_t *ss, stack_t *old), (ss, old))
 FAULT_WRAP_BY_HAND(getrlimit64, int, (int resource, struct rlimit *rl))
-FAULT_WRAP(setrlimit64, int, -1, (int resource, const struct rlimit *rl), (resource, rl))
+FAULT_WRAP_BY_HAND(setrlimit64, int, (int resource, const struct rlimit *rl))
 /* pthread functions return the error instead of setting errno. */
 FAULT_WRAP(pthread_key_create, int, fault->err, (pthread_key_t *key, void (*destructor)(void *)), (key, destructor))
 FAULT_WRAP(pthread_setspecific, int, fault->err, (pthread_key_t key, const void *value), (key, value))
