@@ -1,8 +1,8 @@
 /*
- * Shared by the fault-injection tests (test_faults*.c): the switchboard
- * entry their wrappers consult, and what they check after a failure (the
- * descriptors the process holds, that a call failed with the expected
- * value and errno, and that the scheduler still works).
+ * Shared by the fault-injection tests (test_faults_*.c; fault_inject.h is
+ * their switchboard): what they check after a failure (the descriptors the
+ * process holds, that a call failed with the expected value and errno, and
+ * that the scheduler still works), and how they set a scheduler up.
  */
 #ifndef ST_TEST_FAULT_CHECKS_H
 #define ST_TEST_FAULT_CHECKS_H
@@ -10,7 +10,6 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -78,6 +77,14 @@ static inline void expect_usable(void)
     cr_assert_eq(st_netfd_close(b), 0);
 }
 
+/* Both netfds close (no waiter was left on them), and the scheduler still works. */
+static inline void close_both_then_expect_usable(st_netfd_t a, st_netfd_t b)
+{
+    cr_expect_eq(st_netfd_close(a), 0);
+    cr_expect_eq(st_netfd_close(b), 0);
+    expect_usable();
+}
+
 /* Then st_destroy leaves no descriptor behind: the count taken before st_init. */
 static inline void expect_usable_then_clean_destroy(int fds_before)
 {
@@ -106,45 +113,25 @@ static inline void expect_usable_then_clean_destroy(int fds_before)
         cr_expect_eq(e_, (want), "%s: errno %d (%s), want %s", #expr, e_, strerror(e_), #want);    \
     } while (0)
 
-/*
- * One entry of a fault switchboard: a wrapped function passes calls through
- * until it is armed, then fails the nth next call and `times` calls in all.
- */
-struct fault {
-    int nth;       /* > 0: the nth next call fails */
-    int times;     /* how many consecutive calls fail from there */
-    int err;
-    bool after;    /* let the call happen, then report the failure */
-    int op_filter; /* a function with an operation argument: only this one counts (-1: any) */
-    int calls;     /* calls seen since it was armed */
-};
-
-static inline void fault_arm(struct fault *x, int nth, int err, int times)
+/* Choose the backend (eventsys < 0: the default) and start a scheduler. */
+static inline void init_with(int eventsys)
 {
-    *x = (struct fault){.nth = nth, .times = times, .err = err, .op_filter = -1};
+    if (eventsys >= 0) {
+        cr_assert_eq(st_set_eventsys(eventsys), 0, "backend %d", eventsys);
+    }
+    cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
 }
 
-static inline void fault_disarm(struct fault *x)
-{
-    x->nth = 0;
-    x->times = 0;
-}
+static const int all_backends[] = {ST_EVENTSYS_ALT, ST_EVENTSYS_POLL, ST_EVENTSYS_SELECT};
 
-/* Count a call; true when this one is to fail. */
-static inline bool fault_trip(struct fault *x)
+/* Two connected stream sockets, both netfds. */
+static inline void socketpair_netfds(st_netfd_t *a, st_netfd_t *b)
 {
-    x->calls++;
-    if (x->nth <= 0) {
-        return false;
-    }
-    if (x->nth > 1) {
-        x->nth--;
-        return false;
-    }
-    if (--x->times <= 0) {
-        x->nth = 0;
-    }
-    return true;
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    *a = st_netfd_open_socket(sv[0]);
+    *b = st_netfd_open_socket(sv[1]);
+    cr_assert(*a != NULL && *b != NULL);
 }
 
 #endif /* ST_TEST_FAULT_CHECKS_H */

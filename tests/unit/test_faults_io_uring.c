@@ -3,13 +3,13 @@
  * sites and tests is in docs/reliability.md.
  *
  * The backend reaches liburing only through function pointers it gets from
- * dlopen("liburing.so.2") and dlsym(). This executable is linked with
- * -Wl,--wrap=dlopen,--wrap=dlsym,--wrap=dlclose (and the allocators), so
- * the wrapped dlsym hands the backend shims instead of liburing's
- * functions: each shim calls the real one until a test arms it to fail the
- * n-th next call with a chosen errno, the way liburing reports it (-errno).
- * The completion reader can also rewrite the result of the n-th poll
- * completion, to play a POLL_ADD the kernel failed.
+ * dlopen("liburing.so.2") and dlsym(). dlopen, dlsym and dlclose are
+ * wrapped (fault_table.h), and the wrapped dlsym hands the backend shims
+ * instead of liburing's functions (fault_inject.c): each shim calls the
+ * real one until a test arms it to fail the n-th next call with a chosen
+ * errno, the way liburing reports it (-errno). The completion reader can
+ * also rewrite the result of the n-th poll completion, to play a POLL_ADD
+ * the kernel failed.
  *
  * Each test checks what the caller sees, that the scheduler is still usable
  * (a coroutine is created and joined, a waiting read is woken by a write),
@@ -19,8 +19,6 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
-#include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -33,6 +31,7 @@
 #include <unistd.h>
 
 #include "fault_checks.h"
+#include "fault_inject.h"
 #include "st.h"
 #include "st_config.h"
 
@@ -40,239 +39,14 @@
 #include "liburing_api.h"
 #endif
 
-/* ---- the fault switchboard ------------------------------------------------ */
-
-enum fn {
-    F_MALLOC,
-    F_CALLOC,
-    F_REALLOC,
-    F_DLOPEN,
-    F_DLSYM,
-    F_QUEUE_INIT,        /* the probe ring of st_set_eventsys */
-    F_QUEUE_INIT_PARAMS, /* the scheduler's ring, in st_init */
-    F_SUBMIT,
-    F_SUBMIT_AND_WAIT,
-    F_CQE_RES, /* the result of a poll completion, as read by the backend */
-    F_COUNT
-};
-
-static struct fault faults[F_COUNT];
-
-static void arm_times(enum fn f, int nth, int err, int times)
-{
-    fault_arm(&faults[f], nth, err, times);
-}
-
-static void arm(enum fn f, int nth, int err)
-{
-    arm_times(f, nth, err, 1);
-}
-
-static void disarm(enum fn f)
-{
-    fault_disarm(&faults[f]);
-}
-
-/* Did the armed failures all happen? */
-static bool fired(enum fn f)
-{
-    return faults[f].nth == 0;
-}
-
-/* true: this call fails. */
-static bool trip(enum fn f)
-{
-    return fault_trip(&faults[f]);
-}
-
-/* ---- libc wrappers ------------------------------------------------------------ */
-
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *ptr, size_t size);
-void *__real_dlopen(const char *file, int flags);
-void *__real_dlsym(void *handle, const char *name);
-int __real_dlclose(void *handle);
-
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *ptr, size_t size);
-void *__wrap_dlopen(const char *file, int flags);
-void *__wrap_dlsym(void *handle, const char *name);
-int __wrap_dlclose(void *handle);
-
-void *__wrap_malloc(size_t size)
-{
-    if (trip(F_MALLOC)) {
-        errno = faults[F_MALLOC].err;
-        return NULL;
-    }
-    return __real_malloc(size);
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    if (trip(F_CALLOC)) {
-        errno = faults[F_CALLOC].err;
-        return NULL;
-    }
-    return __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *ptr, size_t size)
-{
-    if (trip(F_REALLOC)) {
-        errno = faults[F_REALLOC].err;
-        return NULL;
-    }
-    return __real_realloc(ptr, size);
-}
-
-static void *last_dlopen_handle;
-static void *last_dlclose_handle;
-static int dlclose_calls;
-
-void *__wrap_dlopen(const char *file, int flags)
-{
-    if (trip(F_DLOPEN)) {
-        return NULL; /* as a missing file or a failed mapping */
-    }
-    last_dlopen_handle = __real_dlopen(file, flags);
-    return last_dlopen_handle;
-}
-
-int __wrap_dlclose(void *handle)
-{
-    dlclose_calls++;
-    last_dlclose_handle = handle;
-    return __real_dlclose(handle);
-}
-
 #if !ST__HAVE_IO_URING
 
-void *__wrap_dlsym(void *handle, const char *name)
-{
-    return __real_dlsym(handle, name);
-}
-
-Test(faults_uring, io_uring_backend)
+Test(faults_io_uring, io_uring_backend)
 {
     cr_skip_test("st was built without liburing: there is no io_uring backend to inject faults into");
 }
 
 #else
-
-/* ---- liburing shims, handed out by the wrapped dlsym ---------------------------------- */
-
-/* liburing's real functions, which the shims below call through. */
-static struct st__liburing_api real_api;
-
-/* Rings made and torn down: every ring st made must be gone after a failure or st_destroy. */
-static int rings_made;
-static int rings_exited;
-
-/* What st_init asked io_uring_queue_init_params for, attempt by attempt. */
-struct ring_request {
-    unsigned entries;
-    unsigned flags;
-};
-static struct ring_request ring_requests[8];
-static int nring_requests;
-
-/* Symbols the backend looked up that no shim stands in for: each one escapes injection. */
-static int unshimmed_lookups;
-static const char *last_dlsym_name;
-
-static int shim_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
-{
-    if (trip(F_QUEUE_INIT)) {
-        return -faults[F_QUEUE_INIT].err;
-    }
-    int rc = real_api.queue_init(entries, ring, flags);
-    rings_made += rc == 0;
-    return rc;
-}
-
-static int shim_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
-{
-    if (nring_requests < (int)(sizeof(ring_requests) / sizeof(ring_requests[0]))) {
-        ring_requests[nring_requests++] = (struct ring_request){entries, p->flags};
-    }
-    if (trip(F_QUEUE_INIT_PARAMS)) {
-        return -faults[F_QUEUE_INIT_PARAMS].err;
-    }
-    int rc = real_api.queue_init_params(entries, ring, p);
-    rings_made += rc == 0;
-    return rc;
-}
-
-static void shim_queue_exit(struct io_uring *ring)
-{
-    rings_exited++;
-    real_api.queue_exit(ring);
-}
-
-static int shim_submit(struct io_uring *ring)
-{
-    if (trip(F_SUBMIT)) {
-        return -faults[F_SUBMIT].err; /* nothing submitted: the requests stay queued */
-    }
-    return real_api.submit(ring);
-}
-
-static int shim_submit_and_wait_timeout(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
-                                        unsigned wait_nr, struct __kernel_timespec *ts,
-                                        sigset_t *sigmask)
-{
-    if (trip(F_SUBMIT_AND_WAIT)) {
-        return -faults[F_SUBMIT_AND_WAIT].err;
-    }
-    return real_api.submit_and_wait_timeout(ring, cqe_ptr, wait_nr, ts, sigmask);
-}
-
-static unsigned shim_peek_batch_cqe(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count)
-{
-    unsigned n = real_api.peek_batch_cqe(ring, cqes, count);
-    for (unsigned i = 0; i < n; i++) {
-        /* LIBURING_UDATA_TIMEOUT is also what the backend gives its POLL_REMOVEs. */
-        if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT && trip(F_CQE_RES)) {
-            cqes[i]->res = -faults[F_CQE_RES].err;
-        }
-    }
-    return n;
-}
-
-/* dlsym returns object pointers; POSIX makes them hold function pointers, byte for byte. */
-_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers fit in void *");
-
-#define INTERPOSE(symbol, field, shim)                                                             \
-    if (strcmp(name, symbol) == 0) {                                                               \
-        memcpy((void *)&real_api.field, (const void *)&sym, sizeof(sym));                          \
-        __typeof__(real_api.field) shim_ = shim;                                                   \
-        memcpy((void *)&sym, (const void *)&shim_, sizeof(sym));                                   \
-        return sym;                                                                                \
-    }
-
-void *__wrap_dlsym(void *handle, const char *name)
-{
-    last_dlsym_name = name;
-    if (trip(F_DLSYM)) {
-        return NULL; /* an older liburing.so.2 without this function */
-    }
-    void *sym = __real_dlsym(handle, name);
-    if (sym == NULL) {
-        return NULL;
-    }
-    INTERPOSE("io_uring_queue_init", queue_init, shim_queue_init)
-    INTERPOSE("io_uring_queue_init_params", queue_init_params, shim_queue_init_params)
-    INTERPOSE("io_uring_queue_exit", queue_exit, shim_queue_exit)
-    INTERPOSE("io_uring_submit", submit, shim_submit)
-    INTERPOSE("io_uring_submit_and_wait_timeout", submit_and_wait_timeout,
-              shim_submit_and_wait_timeout)
-    INTERPOSE("io_uring_peek_batch_cqe", peek_batch_cqe, shim_peek_batch_cqe)
-    unshimmed_lookups++;
-    return sym;
-}
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -298,7 +72,7 @@ static void select_uring(void)
         skip_without_uring(err);
     }
     uring_works = true;
-    cr_assert_eq(unshimmed_lookups, 0, "every liburing function goes through a shim");
+    cr_assert_eq(fault_log.unshimmed_lookups, 0, "every liburing function goes through a shim");
 }
 
 /*
@@ -331,11 +105,12 @@ static void init_uring(void)
 static void init_small_ring(void)
 {
     select_uring();
-    nring_requests = 0;
-    arm(F_QUEUE_INIT_PARAMS, 1, ENOMEM);
+    fault_log.nring_requests = 0;
+    arm(F_io_uring_queue_init_params, 1, ENOMEM);
     cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
-    cr_assert_eq(nring_requests, 2);
-    cr_assert_lt(ring_requests[1].entries, ring_requests[0].entries, "a smaller ring was made");
+    cr_assert_eq(fault_log.nring_requests, 2);
+    cr_assert_lt(fault_log.ring_requests[1].entries, fault_log.ring_requests[0].entries,
+                 "a smaller ring was made");
 }
 
 /* A coroutine reading one message from a netfd. */
@@ -387,6 +162,16 @@ static void *poll_once(void *arg)
     return NULL;
 }
 
+/* A coroutine in st_poll for POLLIN on `fd`, which is waiting when this returns. */
+static st_thread_t start_poller(struct poller *w, st_netfd_t fd)
+{
+    *w = (struct poller){.pd = {.fd = st_netfd_fileno(fd), .events = POLLIN}};
+    st_thread_t t = st_thread_create(poll_once, w, 1, 0);
+    cr_assert_not_null(t, "st_thread_create: %s", strerror(errno));
+    cr_assert_eq(st_usleep(1000), 0);
+    return t;
+}
+
 /* A socketpair: `a` a netfd (the side read), `peer` a plain descriptor (the side written). */
 struct pair {
     st_netfd_t a;
@@ -406,6 +191,15 @@ static void close_pair(struct pair *p)
 {
     cr_expect_eq(st_netfd_close(p->a), 0);
     cr_expect_eq(close(p->peer), 0);
+}
+
+/* Counts the descriptors open before the test, then makes an io_uring scheduler and a pair. */
+static int init_uring_with_pair(struct pair *p)
+{
+    int before = open_fd_count();
+    init_uring();
+    open_pair(p);
+    return before;
 }
 
 /* n pairs, each with a reader on its st end (5 s timeout). */
@@ -431,45 +225,46 @@ static void feed_readers(int n, struct pair *p, struct reader *r, st_thread_t *t
 
 /* ---- loading liburing ------------------------------------------------------------- */
 
-Test(faults_uring, liburing_that_cannot_be_loaded_is_enosys_and_loading_is_retried)
+Test(faults_io_uring, liburing_that_cannot_be_loaded_is_enosys_and_loading_is_retried)
 {
     skip_unless_uring_loads();
     int before = open_fd_count();
-    arm(F_DLOPEN, 1, 0);
+    arm(F_dlopen, 1, 0);
     EXPECT_FAIL(st_set_eventsys(ST_EVENTSYS_IO_URING), ENOSYS);
-    cr_assert(fired(F_DLOPEN));
+    cr_assert(fired(F_dlopen));
     cr_expect_eq(st_get_eventsys(), -1, "no event system was chosen");
     /* A dlopen that failed for want of memory is not for ever: the next selection loads it. */
     init_uring();
     expect_usable_then_clean_destroy(before);
 }
 
-ParameterizedTestParameters(faults_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
+ParameterizedTestParameters(faults_io_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
 {
     /* The backend looks up six functions: each lookup fails in turn. */
     static int nth[] = {1, 2, 3, 4, 5, 6};
     return cr_make_param_array(int, nth, sizeof(nth) / sizeof(nth[0]));
 }
 
-ParameterizedTest(const int *nth, faults_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
+ParameterizedTest(const int *nth, faults_io_uring, a_missing_liburing_function_is_enosys_and_lets_go_of_it)
 {
     skip_unless_uring_loads();
     int before = open_fd_count();
-    arm(F_DLSYM, *nth, 0);
+    arm(F_dlsym, *nth, 0);
     EXPECT_FAIL(st_set_eventsys(ST_EVENTSYS_IO_URING), ENOSYS);
-    cr_assert(fired(F_DLSYM), "lookup %d happened", *nth);
-    cr_expect_eq(faults[F_DLSYM].calls, *nth, "the lookups stop at the missing %s",
-                 last_dlsym_name);
-    cr_expect_eq(dlclose_calls, 1, "the library lacking %s is closed", last_dlsym_name);
-    cr_expect_eq(last_dlclose_handle, last_dlopen_handle);
+    cr_assert(fired(F_dlsym), "lookup %d happened", *nth);
+    cr_expect_eq(faults[F_dlsym].calls, *nth, "the lookups stop at the missing %s",
+                 fault_log.last_dlsym_name);
+    cr_expect_eq(fault_log.dlclose_calls, 1, "the library lacking %s is closed",
+                 fault_log.last_dlsym_name);
+    cr_expect_eq(fault_log.last_dlclose_handle, fault_log.last_dlopen_handle);
     cr_expect_eq(st_get_eventsys(), -1);
     /* Another scheduler may load it later: the failure is not remembered. */
     init_uring();
-    cr_expect_eq(dlclose_calls, 1, "the library that loaded is kept");
+    cr_expect_eq(fault_log.dlclose_calls, 1, "the library that loaded is kept");
     expect_usable_then_clean_destroy(before);
 }
 
-Test(faults_uring, a_refused_probe_ring_reports_the_kernels_errno)
+Test(faults_io_uring, a_refused_probe_ring_reports_the_kernels_errno)
 {
     select_uring(); /* loads liburing; the probe ring is made by every selection */
     st_destroy();
@@ -477,11 +272,11 @@ Test(faults_uring, a_refused_probe_ring_reports_the_kernels_errno)
     /* seccomp filters say ENOSYS or EPERM, io_uring_disabled EPERM, RLIMIT_MEMLOCK ENOMEM. */
     static const int errs[] = {ENOSYS, EPERM, ENOMEM, EMFILE};
     for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
-        arm(F_QUEUE_INIT, 1, errs[i]);
+        arm(F_io_uring_queue_init, 1, errs[i]);
         errno = 0;
         cr_expect_eq(st_set_eventsys(ST_EVENTSYS_IO_URING), -1);
         cr_expect_eq(errno, errs[i], "errno %s, want %s", strerror(errno), strerror(errs[i]));
-        cr_assert(fired(F_QUEUE_INIT));
+        cr_assert(fired(F_io_uring_queue_init));
         cr_expect_eq(st_get_eventsys(), -1, "no event system was chosen");
         cr_expect_eq(open_fd_count(), before);
     }
@@ -489,13 +284,13 @@ Test(faults_uring, a_refused_probe_ring_reports_the_kernels_errno)
     init_uring();
     expect_usable();
     st_destroy();
-    cr_expect_eq(rings_made, rings_exited, "every ring made was torn down");
+    cr_expect_eq(fault_log.rings_made, fault_log.rings_exited, "every ring made was torn down");
     cr_expect_eq(open_fd_count(), before);
 }
 
 /* ---- st_init: the state and the ring ------------------------------------------------ */
 
-Test(faults_uring, ring_setup_falls_back_to_what_older_kernels_take)
+Test(faults_io_uring, ring_setup_falls_back_to_what_older_kernels_take)
 {
     int before = open_fd_count();
     struct {
@@ -514,26 +309,27 @@ Test(faults_uring, ring_setup_falls_back_to_what_older_kernels_take)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         select_uring();
-        nring_requests = 0;
-        arm_times(F_QUEUE_INIT_PARAMS, 1, cases[i].err, cases[i].times);
+        fault_log.nring_requests = 0;
+        arm_times(F_io_uring_queue_init_params, 1, cases[i].err, cases[i].times);
         cr_assert_eq(st_init(), 0, "case %zu: st_init: %s", i, strerror(errno));
-        cr_assert(fired(F_QUEUE_INIT_PARAMS));
-        cr_expect_eq(nring_requests, cases[i].attempts, "case %zu", i);
-        cr_assert_gt(nring_requests, 1);
-        const struct ring_request *first = &ring_requests[0];
-        const struct ring_request *last = &ring_requests[nring_requests - 1];
+        cr_assert(fired(F_io_uring_queue_init_params));
+        cr_expect_eq(fault_log.nring_requests, cases[i].attempts, "case %zu", i);
+        cr_assert_gt(fault_log.nring_requests, 1);
+        const struct fault_ring_request *first = &fault_log.ring_requests[0];
+        const struct fault_ring_request *last =
+            &fault_log.ring_requests[fault_log.nring_requests - 1];
         cr_expect_neq(first->flags & IORING_SETUP_SUBMIT_ALL, 0, "the newest flags come first");
         cr_expect_eq(last->flags, cases[i].last_flags, "case %zu: flags %#x", i, last->flags);
         cr_expect_eq(last->entries < first->entries, cases[i].smaller, "case %zu: %u entries", i,
                      last->entries);
         expect_usable();
         st_destroy();
-        cr_expect_eq(rings_made, rings_exited);
+        cr_expect_eq(fault_log.rings_made, fault_log.rings_exited);
         cr_expect_eq(open_fd_count(), before, "case %zu", i);
     }
 }
 
-Test(faults_uring, ring_setup_failure_fails_init_with_its_errno)
+Test(faults_io_uring, ring_setup_failure_fails_init_with_its_errno)
 {
     select_uring();
     int before = open_fd_count();
@@ -548,37 +344,37 @@ Test(faults_uring, ring_setup_failure_fails_init_with_its_errno)
         {ENOMEM, 2, 2}, /* even the small ring */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        nring_requests = 0;
-        arm_times(F_QUEUE_INIT_PARAMS, 1, cases[i].err, cases[i].times);
+        fault_log.nring_requests = 0;
+        arm_times(F_io_uring_queue_init_params, 1, cases[i].err, cases[i].times);
         errno = 0;
         cr_expect_eq(st_init(), -1, "case %zu", i);
         cr_expect_eq(errno, cases[i].err, "case %zu: errno %s", i, strerror(errno));
-        cr_assert(fired(F_QUEUE_INIT_PARAMS));
-        cr_expect_eq(nring_requests, cases[i].attempts, "case %zu", i);
+        cr_assert(fired(F_io_uring_queue_init_params));
+        cr_expect_eq(fault_log.nring_requests, cases[i].attempts, "case %zu", i);
         cr_expect_eq(st_get_eventsys(), ST_EVENTSYS_IO_URING, "the choice stays");
         cr_expect_eq(open_fd_count(), before, "case %zu", i);
     }
     cr_assert_eq(st_init(), 0, "st_init once the kernel agrees: %s", strerror(errno));
     expect_usable();
     st_destroy();
-    cr_expect_eq(rings_made, rings_exited);
+    cr_expect_eq(fault_log.rings_made, fault_log.rings_exited);
     cr_expect_eq(open_fd_count(), before);
 }
 
-Test(faults_uring, init_fails_cleanly_at_every_allocation)
+Test(faults_io_uring, init_fails_cleanly_at_every_allocation)
 {
     select_uring();
     st_destroy();
     int before = open_fd_count();
-    static const enum fn allocators[] = {F_CALLOC, F_MALLOC, F_REALLOC};
+    static const enum fault_id allocators[] = {F_calloc, F_malloc, F_realloc};
     bool failed_before_the_ring = false; /* the backend's state */
     bool failed_after_the_ring = false;  /* the ring was made, then had to go */
     for (size_t a = 0; a < sizeof(allocators) / sizeof(allocators[0]); a++) {
-        enum fn f = allocators[a];
+        enum fault_id f = allocators[a];
         select_uring();
         for (int n = 1;; n++) {
             cr_assert_lt(n, 1000, "st_init allocates without end");
-            int made = rings_made;
+            int made = fault_log.rings_made;
             arm(f, n, ENOMEM);
             errno = 0;
             int rc = st_init();
@@ -592,16 +388,17 @@ Test(faults_uring, init_fails_cleanly_at_every_allocation)
             if (rc == 0) {
                 /* A best-effort allocation (the overflow reporter's signal stack). */
                 st_destroy();
-                cr_expect_eq(rings_made, rings_exited);
+                cr_expect_eq(fault_log.rings_made, fault_log.rings_exited);
                 select_uring();
                 continue;
             }
             cr_expect_eq(rc, -1, "allocation %d failed, st_init returned %d", n, rc);
             cr_expect_eq(err, ENOMEM, "allocation %d: errno %s", n, strerror(err));
-            cr_expect_eq(rings_made, rings_exited, "allocation %d: the ring was torn down", n);
+            cr_expect_eq(fault_log.rings_made, fault_log.rings_exited,
+                         "allocation %d: the ring was torn down", n);
             cr_expect_eq(open_fd_count(), before, "allocation %d", n);
-            failed_before_the_ring |= rings_made == made;
-            failed_after_the_ring |= rings_made > made;
+            failed_before_the_ring |= fault_log.rings_made == made;
+            failed_after_the_ring |= fault_log.rings_made > made;
         }
         expect_usable();
         st_destroy();
@@ -613,7 +410,7 @@ Test(faults_uring, init_fails_cleanly_at_every_allocation)
 
 /* ---- the descriptor table ------------------------------------------------------------ */
 
-Test(faults_uring, table_growth_failure_fails_the_wait_and_netfd_creation)
+Test(faults_io_uring, table_growth_failure_fails_the_wait_and_netfd_creation)
 {
     int before = open_fd_count();
     init_uring();
@@ -622,22 +419,22 @@ Test(faults_uring, table_growth_failure_fails_the_wait_and_netfd_creation)
     struct pollfd pd = {.fd = sv[0], .events = POLLIN};
 
     /* The first descriptor needs the chunk table (realloc), then its chunk (calloc). */
-    arm(F_REALLOC, 1, ENOMEM);
+    arm(F_realloc, 1, ENOMEM);
     EXPECT_FAIL(st_poll(&pd, 1, 0), ENOMEM);
-    cr_expect(fired(F_REALLOC));
-    arm(F_CALLOC, 1, ENOMEM);
+    cr_expect(fired(F_realloc));
+    arm(F_calloc, 1, ENOMEM);
     EXPECT_FAIL(st_poll(&pd, 1, 0), ENOMEM);
-    cr_expect(fired(F_CALLOC));
-    arm(F_CALLOC, 1, ENOMEM);
+    cr_expect(fired(F_calloc));
+    arm(F_calloc, 1, ENOMEM);
     EXPECT_FAIL_NULL(st_netfd_open_socket(sv[0]), ENOMEM);
-    cr_expect(fired(F_CALLOC));
+    cr_expect(fired(F_calloc));
     cr_expect_neq(fcntl(sv[0], F_GETFD), -1, "the caller's descriptor stays open");
     /* Past the first table's 4 chunks of 256 descriptors the table grows again. */
     int high = fcntl(sv[0], F_DUPFD_CLOEXEC, 1100);
     cr_assert_geq(high, 1100, "F_DUPFD: %s", strerror(errno));
-    arm(F_REALLOC, 1, ENOMEM);
+    arm(F_realloc, 1, ENOMEM);
     EXPECT_FAIL_NULL(st_netfd_open_socket(high), ENOMEM);
-    cr_expect(fired(F_REALLOC));
+    cr_expect(fired(F_realloc));
     cr_expect_neq(fcntl(high, F_GETFD), -1, "the caller's descriptor stays open");
     cr_assert_eq(close(high), 0);
 
@@ -652,16 +449,14 @@ Test(faults_uring, table_growth_failure_fails_the_wait_and_netfd_creation)
 }
 
 /* A wait on a low descriptor (chunk present) and a high one (table or chunk missing). */
-Test(faults_uring, growth_failure_rolls_back_the_pollfds_already_added)
+Test(faults_io_uring, growth_failure_rolls_back_the_pollfds_already_added)
 {
-    int before = open_fd_count();
-    init_uring();
     struct pair p;
-    open_pair(&p);
+    int before = init_uring_with_pair(&p);
     struct {
-        enum fn f;
+        enum fault_id f;
         int min_fd; /* 256 fds a chunk, 4 chunks in the first table */
-    } const cases[] = {{F_CALLOC, 300}, {F_REALLOC, 1100}};
+    } const cases[] = {{F_calloc, 300}, {F_realloc, 1100}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int high = fcntl(p.peer, F_DUPFD_CLOEXEC, cases[i].min_fd);
         cr_assert_geq(high, cases[i].min_fd, "F_DUPFD: %s", strerror(errno));
@@ -684,7 +479,7 @@ Test(faults_uring, growth_failure_rolls_back_the_pollfds_already_added)
 
 /* ---- submission ----------------------------------------------------------------------- */
 
-Test(faults_uring, a_full_submission_queue_whose_submit_fails_loses_no_waiter)
+Test(faults_io_uring, a_full_submission_queue_whose_submit_fails_loses_no_waiter)
 {
     int before = open_fd_count();
     init_small_ring();
@@ -696,31 +491,29 @@ Test(faults_uring, a_full_submission_queue_whose_submit_fails_loses_no_waiter)
         st_thread_t t[N];
         start_readers(N, p, r, t);
         /* The ring fills up and making room fails twice: the rest wait for the next dispatch. */
-        arm_times(F_SUBMIT, 1, errs[e], 2);
+        arm_times(F_io_uring_submit, 1, errs[e], 2);
         cr_assert_eq(st_usleep(1000), 0);
-        cr_expect(fired(F_SUBMIT), "the full ring's submits were refused");
+        cr_expect(fired(F_io_uring_submit), "the full ring's submits were refused");
         feed_readers(N, p, r, t, "reader of a full ring");
     }
     expect_usable_then_clean_destroy(before);
 }
 
-Test(faults_uring, a_failed_submit_and_wait_loses_no_waiter)
+Test(faults_io_uring, a_failed_submit_and_wait_loses_no_waiter)
 {
-    int before = open_fd_count();
-    init_uring();
     struct pair p;
-    open_pair(&p);
+    int before = init_uring_with_pair(&p);
     /* Interrupted by a signal, CQ overflow (before 5.19), no memory for the requests. */
     static const int errs[] = {EINTR, EBUSY, EAGAIN, ENOMEM};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         struct reader r;
         st_thread_t t = start_reader(&r, p.a, 5000000);
         /* The wait fails, and so does the retry of its submission: the request stays queued. */
-        arm(F_SUBMIT_AND_WAIT, 1, errs[e]);
-        arm(F_SUBMIT, 1, errs[e]);
+        arm(F_io_uring_submit_and_wait_timeout, 1, errs[e]);
+        arm(F_io_uring_submit, 1, errs[e]);
         cr_assert_eq(st_usleep(1000), 0);
-        cr_expect(fired(F_SUBMIT_AND_WAIT), "%s", strerror(errs[e]));
-        cr_expect(fired(F_SUBMIT), "%s", strerror(errs[e]));
+        cr_expect(fired(F_io_uring_submit_and_wait_timeout), "%s", strerror(errs[e]));
+        cr_expect(fired(F_io_uring_submit), "%s", strerror(errs[e]));
         cr_assert_eq(write(p.peer, "ping", 4), 4);
         expect_read(t, &r, 4, strerror(errs[e]));
     }
@@ -734,7 +527,7 @@ Test(faults_uring, a_failed_submit_and_wait_loses_no_waiter)
  * the numbers reused by new sockets, read from on both ends: every new
  * reader is woken, none is left relying on the old request.
  */
-Test(faults_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_of_the_fd)
+Test(faults_io_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_of_the_fd)
 {
     int before = open_fd_count();
     init_small_ring();
@@ -750,7 +543,7 @@ Test(faults_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_
     }
     cr_assert_eq(st_usleep(1000), 0); /* every reader's poll is in the kernel */
 
-    arm_times(F_SUBMIT, 1, EBUSY, INT_MAX);
+    arm_times(F_io_uring_submit, 1, EBUSY, INT_MAX);
     for (int i = 0; i < N; i++) {
         st_thread_interrupt(t[i]);
     }
@@ -760,8 +553,9 @@ Test(faults_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_
         cr_expect_eq(r[i].err, EINTR);
         cr_expect_eq(st_netfd_close(p[i].a), 0, "reader %d left", i);
     }
-    cr_expect_gt(faults[F_SUBMIT].calls, 0, "room for the removals was asked for and refused");
-    disarm(F_SUBMIT);
+    cr_expect_gt(faults[F_io_uring_submit].calls, 0,
+                 "room for the removals was asked for and refused");
+    disarm(F_io_uring_submit);
 
     /* The peers stay open: the old sockets' polls must not fire on their own. */
     struct {
@@ -803,43 +597,35 @@ Test(faults_uring, a_removal_the_ring_cannot_take_does_not_strand_the_next_user_
 
 /* ---- completions --------------------------------------------------------------------- */
 
-Test(faults_uring, a_cancelled_poll_is_rearmed_and_wakes_nobody)
+Test(faults_io_uring, a_cancelled_poll_is_rearmed_and_wakes_nobody)
 {
-    int before = open_fd_count();
-    init_uring();
     struct pair p;
-    open_pair(&p);
-    struct poller w = {.pd = {.fd = st_netfd_fileno(p.a), .events = POLLIN}};
-    st_thread_t t = st_thread_create(poll_once, &w, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_usleep(1000), 0);
-    arm(F_CQE_RES, 1, ECANCELED); /* io-wq or the task cancelled it, not the backend */
+    int before = init_uring_with_pair(&p);
+    struct poller w;
+    st_thread_t t = start_poller(&w, p.a);
+    arm(F_io_uring_cqe_res, 1, ECANCELED); /* io-wq or the task cancelled it, not the backend */
     cr_assert_eq(write(p.peer, "x", 1), 1);
     cr_assert_eq(st_thread_join(t, NULL), 0);
-    cr_expect(fired(F_CQE_RES));
+    cr_expect(fired(F_io_uring_cqe_res));
     cr_expect_eq(w.rc, 1, "st_poll: %d (%s)", w.rc, strerror(w.err));
     cr_expect_eq(w.pd.revents, POLLIN, "woken by the new request, not by the cancellation");
     close_pair(&p);
     expect_usable_then_clean_destroy(before);
 }
 
-Test(faults_uring, a_failed_poll_request_wakes_its_waiters_with_pollerr)
+Test(faults_io_uring, a_failed_poll_request_wakes_its_waiters_with_pollerr)
 {
-    int before = open_fd_count();
-    init_uring();
     struct pair p;
-    open_pair(&p);
+    int before = init_uring_with_pair(&p);
     static const int errs[] = {ENOMEM, EINVAL};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         /* st_poll: the wait ends, POLLERR says the descriptor needs looking at. */
-        struct poller w = {.pd = {.fd = st_netfd_fileno(p.a), .events = POLLIN}};
-        st_thread_t t = st_thread_create(poll_once, &w, 1, 0);
-        cr_assert_not_null(t);
-        cr_assert_eq(st_usleep(1000), 0);
-        arm(F_CQE_RES, 1, errs[e]);
+        struct poller w;
+        st_thread_t t = start_poller(&w, p.a);
+        arm(F_io_uring_cqe_res, 1, errs[e]);
         cr_assert_eq(write(p.peer, "x", 1), 1);
         cr_assert_eq(st_thread_join(t, NULL), 0);
-        cr_expect(fired(F_CQE_RES));
+        cr_expect(fired(F_io_uring_cqe_res));
         cr_expect_eq(w.rc, 1, "%s: st_poll %d", strerror(errs[e]), w.rc);
         cr_expect_eq(w.pd.revents, POLLERR, "%s: revents %#x", strerror(errs[e]), w.pd.revents);
 
@@ -849,10 +635,10 @@ Test(faults_uring, a_failed_poll_request_wakes_its_waiters_with_pollerr)
         expect_read(t, &r, 1, "the byte behind the failed poll");
         t = start_reader(&r, p.a, 2000000);
         cr_assert_eq(st_usleep(1000), 0);
-        arm(F_CQE_RES, 1, errs[e]);
+        arm(F_io_uring_cqe_res, 1, errs[e]);
         cr_assert_eq(write(p.peer, "ping", 4), 4);
         expect_read(t, &r, 4, "a read whose poll failed retries");
-        cr_expect(fired(F_CQE_RES));
+        cr_expect(fired(F_io_uring_cqe_res));
     }
     close_pair(&p);
     expect_usable_then_clean_destroy(before);
@@ -867,29 +653,26 @@ static void *poll_netfd(void *arg)
     return NULL;
 }
 
-Test(faults_uring, a_poll_refused_with_ebadf_is_pollnval)
+Test(faults_io_uring, a_poll_refused_with_ebadf_is_pollnval)
 {
-    int before = open_fd_count();
-    init_uring();
     struct pair p;
-    open_pair(&p);
-    struct poller w = {.pd = {.fd = st_netfd_fileno(p.a), .events = POLLIN}};
-    st_thread_t t = st_thread_create(poll_once, &w, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_usleep(1000), 0);
-    arm(F_CQE_RES, 1, EBADF); /* as when the descriptor was closed before the kernel saw the poll */
+    int before = init_uring_with_pair(&p);
+    struct poller w;
+    st_thread_t t = start_poller(&w, p.a);
+    /* As when the descriptor was closed before the kernel saw the poll. */
+    arm(F_io_uring_cqe_res, 1, EBADF);
     cr_assert_eq(write(p.peer, "x", 1), 1);
     cr_assert_eq(st_thread_join(t, NULL), 0);
-    cr_expect(fired(F_CQE_RES));
+    cr_expect(fired(F_io_uring_cqe_res));
     cr_expect_eq(w.rc, 1);
     cr_expect_eq(w.pd.revents, POLLNVAL);
 
     struct reader r = {.fd = p.a, .timeout = 2000000};
-    arm(F_CQE_RES, 1, EBADF);
+    arm(F_io_uring_cqe_res, 1, EBADF);
     t = st_thread_create(poll_netfd, &r, 1, 0);
     cr_assert_not_null(t);
     cr_assert_eq(st_thread_join(t, NULL), 0);
-    cr_expect(fired(F_CQE_RES));
+    cr_expect(fired(F_io_uring_cqe_res));
     cr_expect_eq(r.got, -1);
     cr_expect_eq(r.err, EBADF, "st_netfd_poll: %s", strerror(r.err));
     close_pair(&p);
@@ -897,7 +680,7 @@ Test(faults_uring, a_poll_refused_with_ebadf_is_pollnval)
 }
 
 /* 300 completions at once in a 128-entry completion queue: the kernel keeps the overflow. */
-Test(faults_uring, more_completions_than_the_completion_queue_holds_wake_everyone)
+Test(faults_io_uring, more_completions_than_the_completion_queue_holds_wake_everyone)
 {
     int before = open_fd_count();
     init_small_ring();
@@ -913,12 +696,10 @@ Test(faults_uring, more_completions_than_the_completion_queue_holds_wake_everyon
 
 /* ---- teardown -------------------------------------------------------------------------- */
 
-Test(faults_uring, destroy_tears_the_ring_down_with_requests_in_flight)
+Test(faults_io_uring, destroy_tears_the_ring_down_with_requests_in_flight)
 {
-    int before = open_fd_count();
-    init_uring();
     struct pair p;
-    open_pair(&p);
+    int before = init_uring_with_pair(&p);
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     /* A netfd reader that timed out (its removal queued), a raw st_poll that timed out. */
@@ -928,10 +709,10 @@ Test(faults_uring, destroy_tears_the_ring_down_with_requests_in_flight)
     cr_expect_eq(r.err, ETIME);
     struct pollfd pd = {.fd = sv[0], .events = POLLIN};
     cr_expect_eq(st_poll(&pd, 1, 1000), 0);
-    int made = rings_made;
+    int made = fault_log.rings_made;
     st_destroy();
-    cr_expect_eq(rings_exited, rings_made, "st_destroy tore the ring down");
-    cr_expect_eq(rings_made, made);
+    cr_expect_eq(fault_log.rings_exited, fault_log.rings_made, "st_destroy tore the ring down");
+    cr_expect_eq(fault_log.rings_made, made);
     close_pair(&p);
     cr_assert_eq(close(sv[0]), 0);
     cr_assert_eq(close(sv[1]), 0);
