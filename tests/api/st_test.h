@@ -1,16 +1,16 @@
 /*
  * st_test.h - shared helpers for the api test suites.
  *
- * Every test runs in its own process (Criterion forks a worker per test), so
- * each test brings the library up itself with st_test_init(), which honours
- * ST_TEST_EVENTSYS=epoll|poll|select|io_uring to run the same file once per
- * backend. A kernel that refuses io_uring (ENOSYS, EPERM: seccomp, the
+ * Every test runs in its own process (Criterion and st_runner.c fork a
+ * worker per test), so each test brings the library up itself with
+ * st_test_init(), which honours ST_TEST_EVENTSYS=epoll|poll|select|io_uring
+ * to run the same file once per backend. A kernel that refuses io_uring (ENOSYS, EPERM: seccomp, the
  * io_uring_disabled sysctl) makes the io_uring runs skip, not fail.
  *
  * The library's idle coroutine calls exit(0) when no coroutine is left. A
  * test that ends that way would look like a pass to Criterion, so the suite
  * hooks below turn any exit that happens before the test body finished into
- * exit status 97, which Criterion reports as a failure.
+ * exit status 97, which Criterion (and st_runner.c) report as a failure.
  */
 #ifndef ST_TEST_H
 #define ST_TEST_H
@@ -20,7 +20,16 @@
 #define _GNU_SOURCE
 #endif
 
+/*
+ * The same test files build against Criterion (natively) or, when the build
+ * defines ST_TEST_RUNNER, against st_runner.h, the small Criterion-compatible
+ * layer that also runs under qemu-user and ThreadSanitizer.
+ */
+#ifdef ST_TEST_RUNNER
+#include "st_runner.h"
+#else
 #include <criterion/criterion.h>
+#endif
 
 #include <arpa/inet.h>
 #include <errno.h>
