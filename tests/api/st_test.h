@@ -98,6 +98,21 @@ static inline void st_test_skip_if_refused(void)
     }
 }
 
+/*
+ * Skip (not fail) a test that the emulator cannot run, with the reason.
+ * tools/cross/run.sh sets ST_TEST_EMULATOR when it runs the suite under
+ * qemu-user; natively the test runs.
+ */
+static inline void st_test_skip_under_emulator(const char *why)
+{
+    const char *emulator = getenv("ST_TEST_EMULATOR");
+
+    if (emulator != NULL && *emulator != '\0') {
+        st_test_body_finished = 1;
+        cr_skip_test("under %s: %s", emulator, why);
+    }
+}
+
 static inline void st_test_suite_init(void)
 {
     st_test_body_finished = 0;
