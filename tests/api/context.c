@@ -289,8 +289,9 @@ Test(context, each_coroutine_keeps_its_rounding_mode)
     }
     for (int i = 0; i < N; i++) {
         cr_assert_eq(st_thread_join(t[i], NULL), 0);
-        cr_expect_eq(modes[i].changed_after, 0, "coroutine %d: rounding mode %#x lost after %d switches",
-                     i, (unsigned)modes[i].mode, modes[i].changed_after);
+        cr_expect_eq(modes[i].changed_after, 0,
+                     "coroutine %d: rounding mode %#x lost after %d switches", i,
+                     (unsigned)modes[i].mode, modes[i].changed_after);
     }
     cr_assert_eq(fegetround(), FE_TONEAREST);
 }

@@ -439,7 +439,8 @@ Test(mmsg, zero_messages_need_no_vector)
     struct st_test_udp_pair u;
     long long start;
 
-    st_test_skip_under_emulator("qemu-user fails st_recvmmsg and st_sendmmsg given a NULL message vector");
+    st_test_skip_under_emulator(
+        "qemu-user fails st_recvmmsg and st_sendmmsg given a NULL message vector");
     st_test_init();
     st_test_udp_pair_open(&u);
     start = st_test_now_us();

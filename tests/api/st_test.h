@@ -4,8 +4,9 @@
  * Every test runs in its own process (Criterion and st_runner.c fork a
  * worker per test), so each test brings the library up itself with
  * st_test_init(), which honours ST_TEST_EVENTSYS=epoll|poll|select|io_uring
- * to run the same file once per backend. A kernel that refuses io_uring (ENOSYS, EPERM: seccomp, the
- * io_uring_disabled sysctl) makes the io_uring runs skip, not fail.
+ * to run the same file once per backend. A kernel that refuses io_uring
+ * (ENOSYS, EPERM: seccomp, the io_uring_disabled sysctl) makes the io_uring
+ * runs skip, not fail.
  *
  * The library's idle coroutine calls exit(0) when no coroutine is left. A
  * test that ends that way would look like a pass to Criterion, so the suite
@@ -99,15 +100,22 @@ static inline void st_test_skip_if_refused(void)
 }
 
 /*
- * Skip (not fail) a test that the emulator cannot run, with the reason.
  * tools/cross/run.sh sets ST_TEST_EMULATOR when it runs the suite under
- * qemu-user; natively the test runs.
+ * qemu-user. st_test_skip_under_emulator() skips (not fails) a test that the
+ * emulator cannot run, with the reason; natively the test runs.
  */
-static inline void st_test_skip_under_emulator(const char *why)
+static inline const char *st_test_emulator(void)
 {
     const char *emulator = getenv("ST_TEST_EMULATOR");
 
-    if (emulator != NULL && *emulator != '\0') {
+    return emulator != NULL && *emulator != '\0' ? emulator : NULL;
+}
+
+static inline void st_test_skip_under_emulator(const char *why)
+{
+    const char *emulator = st_test_emulator();
+
+    if (emulator != NULL) {
         st_test_body_finished = 1;
         cr_skip_test("under %s: %s", emulator, why);
     }
