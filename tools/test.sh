@@ -11,10 +11,12 @@
 # 6. checks that libst.so (release build) exports nothing but st_* symbols;
 # 7. installs that build into build-test/stage and builds a State Threads
 #    program against it through pkg-config, with libst.so and with libst.a;
-# 8. runs the suite under ASan+UBSan, the multi-pthread programs under TSan,
-#    and the unit, api (epoll) and tools under valgrind memcheck;
-# 9. cross-builds the conformance runner for every supported CPU and runs it
-#    under qemu-user (tools/cross/run.sh, build root build-test/cross);
+# 8. runs the suite under ASan+UBSan, the multi-pthread tests under TSan,
+#    and the unit, api (epoll, and poll and select through the runner
+#    build) and tools under valgrind memcheck;
+# 9. cross-builds the api suite with its runner and the register check for
+#    every supported CPU and runs them under qemu-user (tools/cross/run.sh,
+#    build root build-test/cross);
 # 10. prints one line per group and, last, "N passed, N failed", where every
 #    Criterion test counts as one check, every other Meson test as one, and
 #    clang-tidy, the coverage gate, the symbol check, each link mode and
@@ -293,17 +295,27 @@ if tool_build asan "$asan" -Db_sanitize=address,undefined -Db_lundef=false \
 fi
 
 # ThreadSanitizer: Criterion's runtime does not work under TSan, so the
-# multi-pthread checks run through framework-free programs: the pthreads
-# stress test (tests/debug) and verify, whose checks include pthreads.
+# multi-pthread tests run through framework-free programs: the pthreads
+# stress test (tests/debug) and the api suite's tests that start pthreads,
+# built with the suite's own runner (tests/api/st_runner.c), the I/O ones
+# once per backend.
 step "TSan: multi-pthread programs"
 tsan="$BUILD/tsan"
 if tool_build tsan "$tsan" -Db_sanitize=thread -Db_lundef=false -Dtests=disabled; then
     ts_pass=0
     ts_fail=0
-    for prog in "tests/debug/debug_pthreads 4 500" "tools/verify all pthread_schedulers"; do
-        ts_log="$LOGS/tsan-$(basename "${prog%% *}").log"
+    # Each entry: log name, environment, program and its arguments.
+    for entry in "debug_pthreads||tests/debug/debug_pthreads 4 500" \
+        "api_runner_plain||tests/api/api_runner_plain *pthread*" \
+        "api_runner_io-epoll|ST_TEST_EVENTSYS=epoll|tests/api/api_runner_io *pthread*" \
+        "api_runner_io-poll|ST_TEST_EVENTSYS=poll|tests/api/api_runner_io *pthread*" \
+        "api_runner_io-select|ST_TEST_EVENTSYS=select|tests/api/api_runner_io *pthread*"; do
+        IFS='|' read -r ts_name ts_env ts_cmd <<<"$entry"
+        read -r -a ts_argv <<<"$ts_cmd"
+        ts_log="$LOGS/tsan-$ts_name.log"
         # shellcheck disable=SC2086
-        if TSAN_OPTIONS=halt_on_error=1 $tsan/$prog >"$ts_log" 2>&1; then
+        if env $ts_env TSAN_OPTIONS=halt_on_error=1 ST_RUNNER_TIMEOUT_SCALE=5 \
+            "$tsan/${ts_argv[0]}" "${ts_argv[@]:1}" >"$ts_log" 2>&1; then
             ts_pass=$((ts_pass + 1))
         else
             ts_fail=$((ts_fail + 1))
@@ -313,12 +325,13 @@ if tool_build tsan "$tsan" -Db_sanitize=thread -Db_lundef=false -Dtests=disabled
     record tsan "$ts_pass" "$ts_fail" "multi-pthread programs under ThreadSanitizer, one check each"
 fi
 
-# valgrind memcheck: the unit suite, the api suite on one backend (the
-# backends share every code path valgrind can see but the dispatch, which
-# verify below covers for all three), and the tools, with leak checking.
+# valgrind memcheck: the unit suite, the api suite on one backend with
+# Criterion, the api suite's I/O topics on poll and select through its
+# runner build (the backends share every code path valgrind can see but the
+# dispatch), and the tools, with leak checking.
 # Criterion's own runtime keeps "possibly lost" blocks, so definite and
 # indirect leaks are the errors.
-step "valgrind memcheck: unit, api (epoll), verify, tools"
+step "valgrind memcheck: unit, api (epoll; runner: poll, select), tools"
 vg="$BUILD/valgrind"
 vg_cmd="valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --trace-children=yes"
 if tool_build valgrind "$vg" -Dtests=enabled; then
@@ -332,11 +345,18 @@ if tool_build valgrind "$vg" -Dtests=enabled; then
     vg_pass=0
     vg_fail=0
     vg_bad=()
-    for prog in "tools/verify all" "tools/helloworld" "tools/stack" "tools/backtrace --check" \
+    for prog in "ST_TEST_EVENTSYS=poll tests/api/api_runner_io" \
+        "ST_TEST_EVENTSYS=select tests/api/api_runner_io" \
+        "tools/helloworld" "tools/stack" "tools/backtrace --check" \
         "tests/debug/debug_pthreads 2 500"; do
-        vg_log="$LOGS/valgrind-$(basename "${prog%% *}").log"
+        vg_env=(ST_RUNNER_TIMEOUT_SCALE=10)
+        if [[ $prog == ST_TEST_EVENTSYS=* ]]; then
+            vg_env+=("${prog%% *}")
+            prog=${prog#* }
+        fi
+        vg_log="$LOGS/valgrind-$(basename "${prog%% *}")${vg_env[1]:+-${vg_env[1]#*=}}.log"
         # shellcheck disable=SC2086
-        if $vg_cmd $vg/$prog >"$vg_log" 2>&1; then
+        if env "${vg_env[@]}" $vg_cmd $vg/$prog >"$vg_log" 2>&1; then
             vg_pass=$((vg_pass + 1))
         else
             vg_fail=$((vg_fail + 1))
@@ -361,9 +381,10 @@ else
 fi
 
 # ---------------------------------------------------------------------------
-# Every supported CPU: verify cross-built (static) and run under qemu-user,
-# x86_64 natively. Each `RESULT <cpu> PASS|FAIL` line is one check.
-step "cross: verify on every CPU (tools/cross/run.sh)"
+# Every supported CPU: the api suite built with its runner and the register
+# check (tests/arch), cross-built (static) and run under qemu-user, x86_64
+# natively. Each `RESULT <cpu> PASS|FAIL` line is one check.
+step "cross: the api suite and the register check on every CPU (tools/cross/run.sh)"
 cross_log="$LOGS/cross.log"
 cross_rc=0
 bash tools/cross/run.sh -j "$JOBS" -o "$BUILD/cross" 2>&1 | tee "$cross_log" || cross_rc=$?
@@ -375,7 +396,7 @@ elif ((cross_fail > 0)); then
     record cross "$cross_pass" "$cross_fail" "failed on $(awk '/^RESULT [^ ]* FAIL/ { printf "%s%s", sep, $2; sep = " " }' \
         "$cross_log") (reasons in the RESULT lines above; log: $cross_log)"
 else
-    record cross "$cross_pass" 0 "one check per CPU: verify under qemu-user (x86_64 natively)"
+    record cross "$cross_pass" 0 "one check per CPU: api suite (epoll) and register check under qemu-user (x86_64 natively)"
 fi
 if ((cross_rc != 0 && cross_fail == 0)); then
     record cross-script 0 1 "tools/cross/run.sh exited with $cross_rc"

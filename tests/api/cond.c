@@ -484,3 +484,26 @@ Test(cond, consecutive_signals_wake_distinct_waiters)
     cr_assert_str_eq(order, "abc");
     cr_assert_eq(st_cond_destroy(cv), 0);
 }
+
+/*
+ * A timed wait ended by a signal leaves no timer behind: the next timed
+ * wait on the same condition lasts its whole timeout.
+ */
+Test(cond, a_signalled_timedwait_does_not_cut_the_next_one_short)
+{
+    st_cond_t cv;
+    st_thread_t t;
+    long long start;
+
+    st_test_init();
+    cv = st_cond_new();
+    cr_assert_not_null(cv);
+    t = st_thread_create(signal_after_sleep, cv, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_cond_timedwait(cv, 200000), 0);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    start = st_test_now_us();
+    ST_ASSERT_FAILS(st_cond_timedwait(cv, 300000), ETIME);
+    cr_assert_geq(st_test_now_us() - start, 300000LL - ST_TEST_SLACK_US);
+    cr_assert_eq(st_cond_destroy(cv), 0);
+}

@@ -399,3 +399,15 @@ Test(sleep_time, time_cache_follows_the_clock)
     cr_assert_eq(st_timecache_set(0), 1);
     check_time_close();
 }
+
+/* st_sleep(n) sleeps whole seconds. */
+Test(sleep_time, st_sleep_one_waits_a_second)
+{
+    long long start;
+
+    st_test_init();
+    start = st_test_now_us();
+    cr_assert_eq(st_sleep(1), 0);
+    cr_assert_geq(st_test_now_us() - start, 1000000LL - ST_TEST_SLACK_US);
+    cr_assert_lt(st_test_now_us() - start, 1000000LL + ST_TEST_LATE_US);
+}

@@ -1,16 +1,17 @@
 /*
  * st_test.h - shared helpers for the api test suites.
  *
- * Every test runs in its own process (Criterion forks a worker per test), so
- * each test brings the library up itself with st_test_init(), which honours
- * ST_TEST_EVENTSYS=epoll|poll|select|io_uring to run the same file once per
- * backend. A kernel that refuses io_uring (ENOSYS, EPERM: seccomp, the
- * io_uring_disabled sysctl) makes the io_uring runs skip, not fail.
+ * Every test runs in its own process (Criterion and st_runner.c fork a
+ * worker per test), so each test brings the library up itself with
+ * st_test_init(), which honours ST_TEST_EVENTSYS=epoll|poll|select|io_uring
+ * to run the same file once per backend. A kernel that refuses io_uring
+ * (ENOSYS, EPERM: seccomp, the io_uring_disabled sysctl) makes the io_uring
+ * runs skip, not fail.
  *
  * The library's idle coroutine calls exit(0) when no coroutine is left. A
  * test that ends that way would look like a pass to Criterion, so the suite
  * hooks below turn any exit that happens before the test body finished into
- * exit status 97, which Criterion reports as a failure.
+ * exit status 97, which Criterion (and st_runner.c) report as a failure.
  */
 #ifndef ST_TEST_H
 #define ST_TEST_H
@@ -20,7 +21,16 @@
 #define _GNU_SOURCE
 #endif
 
+/*
+ * The same test files build against Criterion (natively) or, when the build
+ * defines ST_TEST_RUNNER, against st_runner.h, the small Criterion-compatible
+ * layer that also runs under qemu-user and ThreadSanitizer.
+ */
+#ifdef ST_TEST_RUNNER
+#include "st_runner.h"
+#else
 #include <criterion/criterion.h>
+#endif
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -86,6 +96,28 @@ static inline void st_test_skip_if_refused(void)
     if (err == ENOSYS || err == EPERM) {
         st_test_body_finished = 1;
         cr_skip("io_uring backend skipped: the kernel refuses io_uring (%s)", strerror(err));
+    }
+}
+
+/*
+ * tools/cross/run.sh sets ST_TEST_EMULATOR when it runs the suite under
+ * qemu-user. st_test_skip_under_emulator() skips (not fails) a test that the
+ * emulator cannot run, with the reason; natively the test runs.
+ */
+static inline const char *st_test_emulator(void)
+{
+    const char *emulator = getenv("ST_TEST_EMULATOR");
+
+    return emulator != NULL && *emulator != '\0' ? emulator : NULL;
+}
+
+static inline void st_test_skip_under_emulator(const char *why)
+{
+    const char *emulator = st_test_emulator();
+
+    if (emulator != NULL) {
+        st_test_body_finished = 1;
+        cr_skip_test("under %s: %s", emulator, why);
     }
 }
 

@@ -684,3 +684,41 @@ Test(thread, primordial_exit_with_unjoined_joinable_threads)
 
     check_primordial_exit_child(pfd, pid);
 }
+
+struct stack_use {
+    size_t bytes;
+    unsigned sum;
+};
+
+static void *fill_stack_across_a_yield(void *arg)
+{
+    struct stack_use *use = arg;
+    char *buf = __builtin_alloca(use->bytes);
+
+    memset(buf, 0x5a, use->bytes);
+    st_thread_yield();
+    for (size_t i = 0; i < use->bytes; i += 512) {
+        use->sum += (unsigned char)buf[i];
+    }
+    return NULL;
+}
+
+/* A coroutine can use most of the stack size it asked for, across switches. */
+Test(thread, a_requested_stack_is_usable_to_three_quarters)
+{
+    static const struct {
+        int stack_size;
+        size_t bytes;
+    } cases[] = {{1024 * 1024, 768 * 1024}, {256 * 1024, 192 * 1024}};
+
+    st_test_init();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct stack_use use = {cases[i].bytes, 0};
+        st_thread_t t = st_thread_create(fill_stack_across_a_yield, &use, 1, cases[i].stack_size);
+
+        cr_assert_not_null(t, "stack size %d: %s", cases[i].stack_size, strerror(errno));
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_assert_eq(use.sum, 0x5aU * (unsigned)((cases[i].bytes + 511) / 512), "stack size %d",
+                     cases[i].stack_size);
+    }
+}

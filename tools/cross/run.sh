@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-build st's conformance runner for every CPU st supports, run it under
+# Cross-build st's conformance suite for every CPU st supports, run it under
 # qemu-user, and print one line per CPU:
 #
 #   RESULT <cpu> PASS
@@ -9,22 +9,28 @@
 #
 #   CPU...       some of the CPUs of --list (default: all of them, in that order)
 #   -j N         CPUs handled at once (default 2); RESULT lines keep the order
-#   -t SECONDS   time limit of one verify run (default 300)
+#   -t SECONDS   time limit of each of the three test programs (default 300)
 #   -o DIR       build root (default build-cross, or $ST_CROSS_BUILD_ROOT);
 #                one build directory per CPU, logs in DIR/logs
 #   --fresh      wipe each CPU's build directory first
 #   --list       print the CPUs with their cross file and emulator, and exit
 #
 # For each CPU: configure DIR/<cpu> (x86_64 natively, the others with
-# tools/cross/<file>.ini and no other option), build only
-# `tools/verify-static` (verify linked with -static, so qemu needs no target
-# libc), run `verify-static all` under the cross file's exe_wrapper (x86_64:
-# natively) and keep its whole output in DIR/logs/<cpu>-verify.log. A CPU
-# passes iff verify exited 0 and its last line is `N passed, 0 failed` with
-# N > 0. A missing cross file, compiler, C library, emulator or arch/ port is
-# a failure with its reason, never a skip. An existing build directory
-# configured from the same cross file is reused (ninja rebuilds what
-# changed). Exit status 0 iff every selected CPU passed.
+# tools/cross/<file>.ini and no other option), build the suite's runner
+# builds (tests/api/api_runner_plain, tests/api/api_runner_io and
+# tests/arch/arch_regs, linked with -static in a cross build, so qemu needs
+# no target libc) and run them under the cross file's exe_wrapper (x86_64:
+# natively): the register check, the scheduler topics once, and the I/O
+# topics once with ST_TEST_EVENTSYS=epoll. io_uring is not run: qemu-user
+# does not emulate it (the log says so). Under an emulator the tests' time
+# limits are tripled (ST_RUNNER_TIMEOUT_SCALE=3) and ST_TEST_EMULATOR names
+# the emulator, so that a test qemu cannot run skips with its reason. The
+# whole output goes to DIR/logs/<cpu>-tests.log. A CPU passes iff each of
+# the three programs exited 0 and ended with `N passed, 0 failed`, N > 0. A
+# missing cross file, compiler, C library, emulator, arch/ port or register
+# check is a failure with its reason, never a skip. An existing build
+# directory configured from the same cross file is reused (ninja rebuilds
+# what changed). Exit status 0 iff every selected CPU passed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -158,7 +164,7 @@ finish() {
 # One CPU, start to end; runs in the background.
 run_cpu() {
     local cpu=$1 ini=${INI[$1]} fam=${FAMILY[$1]} dir=$OUT/$1
-    local blog=$LOGS/$cpu-build.log vlog=$LOGS/$cpu-verify.log
+    local blog=$LOGS/$cpu-build.log vlog=$LOGS/$cpu-tests.log
     local cc='' ini_fam='' wrapper='' stamp t0=$SECONDS t1 rc
     local -a runner=() setup=(meson setup "$dir")
     rm -f "$vlog"
@@ -213,13 +219,13 @@ run_cpu() {
         finish "$cpu" "FAIL (no port: arch/$fam/switch.S is missing)"
         return
     fi
-    if [[ ! -f tools/verify/regs/$fam.S ]]; then
-        finish "$cpu" "FAIL (no register check: tools/verify/regs/$fam.S is missing)"
+    if [[ ! -f tests/arch/regs/$fam.S ]]; then
+        finish "$cpu" "FAIL (no register check: tests/arch/regs/$fam.S is missing)"
         return
     fi
 
     # Configure (unless the directory was configured from the same cross
-    # file), then build verify-static and what it links.
+    # file), then build the three test programs and what they link.
     if ((FRESH)) || [[ ! -f $dir/meson-private/coredata.dat ]] ||
         [[ "$(cat "$dir/.st-cross-file" 2>/dev/null)" != "$stamp" ]]; then
         rm -rf "$dir"
@@ -229,46 +235,66 @@ run_cpu() {
         fi
         printf '%s' "$stamp" >"$dir/.st-cross-file"
     fi
-    if ! ninja -C "$dir" tools/verify-static >>"$blog" 2>&1; then
-        if grep -q "unknown target 'tools/verify-static'" "$blog"; then
-            finish "$cpu" "FAIL (no verify-static target: static linking does not work)"
-        else
-            finish "$cpu" "FAIL (build failed)" "$(grep -E 'error|Error|FAILED' "$blog" | head -n 8)"
-        fi
+    local -a progs=(tests/arch/arch_regs tests/api/api_runner_plain tests/api/api_runner_io)
+    if ! ninja -C "$dir" "${progs[@]}" >>"$blog" 2>&1; then
+        finish "$cpu" "FAIL (build failed)" "$(grep -E 'error|Error|FAILED' "$blog" | head -n 8)"
+        return
+    fi
+    if [[ $cpu != x86_64 ]] && file -L "$dir/${progs[0]}" 2>/dev/null | grep -q 'dynamically linked'; then
+        finish "$cpu" "FAIL (the test programs are not linked statically: static linking does not work)"
         return
     fi
     t1=$SECONDS
 
-    # Run it. timeout(1) runs in its own process group; its pid is kept so
+    # Run them. timeout(1) runs in its own process group; its pid is kept so
     # that an interrupted run.sh can stop it and everything under it.
-    timeout -k 10 "$TIMEOUT" "${runner[@]}" "$dir/tools/verify-static" all >"$vlog" 2>&1 &
-    echo $! >"$STATE/$cpu.pid"
-    wait $!
-    rc=$?
-    rm -f "$STATE/$cpu.pid"
-
-    local last npass nfail fails times
-    last=$(tail -n 1 "$vlog")
-    npass=$(grep -c '^PASS ' "$vlog")
-    nfail=$(grep -c '^FAIL ' "$vlog")
-    fails=$(grep '^FAIL ' "$vlog" | head -n 10 | cut -c1-200)
-    times="build $((t1 - t0))s, verify $((SECONDS - t1))s"
-    if ((rc == 124 || rc == 137)); then
-        finish "$cpu" "FAIL (verify timed out after ${TIMEOUT}s: $npass passed, $nfail failed so far)" "$fails"
-    elif ((rc > 128)); then
-        finish "$cpu" "FAIL (verify killed by signal $((rc - 128)) after $npass checks)" "$fails"
-    elif [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-        local p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
-        if ((rc == 0 && f == 0 && p > 0)); then
-            finish "$cpu" PASS "$p checks passed ($times)"
-        else
-            local names
-            names=$(grep '^FAIL ' "$vlog" | sed -e 's/^FAIL //' -e 's/:.*//' | head -n 3 | paste -sd ' ')
-            ((nfail <= 3)) || names+=" ..."
-            finish "$cpu" "FAIL ($f of $((p + f)) checks failed${names:+: $names})" "$fails"
+    local -a env_args=()
+    if [[ $cpu != x86_64 ]]; then
+        env_args=(ST_RUNNER_TIMEOUT_SCALE=3 "ST_TEST_EMULATOR=${runner[0]}")
+    fi
+    local prog rc last p f npass=0 nfail=0 nskip=0 bad=''
+    : >"$vlog"
+    for prog in "${progs[@]}"; do
+        local -a penv=("${env_args[@]}")
+        if [[ $prog == */api_runner_io ]]; then
+            penv+=(ST_TEST_EVENTSYS=epoll)
+            if [[ $cpu != x86_64 ]]; then
+                echo "== io_uring: not run, qemu-user does not emulate io_uring" >>"$vlog"
+            fi
         fi
+        echo "== ${penv[*]} ${prog##*/}" >>"$vlog"
+        env "${penv[@]}" timeout -k 10 "$TIMEOUT" "${runner[@]}" "$dir/$prog" >"$vlog.part" 2>&1 &
+        echo $! >"$STATE/$cpu.pid"
+        wait $!
+        rc=$?
+        rm -f "$STATE/$cpu.pid"
+        cat "$vlog.part" >>"$vlog"
+        last=$(tail -n 1 "$vlog.part")
+        npass=$((npass + $(grep -c '^PASS ' "$vlog.part")))
+        nfail=$((nfail + $(grep -c '^FAIL ' "$vlog.part")))
+        nskip=$((nskip + $(grep -c '^SKIP ' "$vlog.part")))
+        if ((rc == 124 || rc == 137)); then
+            bad+="${bad:+; }${prog##*/} timed out after ${TIMEOUT}s"
+        elif ((rc > 128)); then
+            bad+="${bad:+; }${prog##*/} killed by signal $((rc - 128))"
+        elif [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+            p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
+            if ((rc != 0 || f != 0 || p == 0)); then
+                bad+="${bad:+; }${prog##*/}: $f of $((p + f)) failed"
+            fi
+        else
+            bad+="${bad:+; }${prog##*/} exited $rc without its summary line"
+        fi
+    done
+    rm -f "$vlog.part"
+
+    local fails times
+    fails=$(grep '^FAIL ' "$vlog" | head -n 10 | cut -c1-200)
+    times="build $((t1 - t0))s, tests $((SECONDS - t1))s"
+    if [[ -z $bad ]]; then
+        finish "$cpu" PASS "$npass passed, $nskip skipped ($times)"
     else
-        finish "$cpu" "FAIL (verify exited $rc without its summary line)" "$fails" "$(tail -n 3 "$vlog")"
+        finish "$cpu" "FAIL ($bad)" "$fails"
     fi
 }
 
@@ -309,7 +335,7 @@ while ((shown < n)); do
         else
             failed+=("$cpu")
             logs=()
-            for f in "$LOGS/$cpu-build.log" "$LOGS/$cpu-verify.log"; do
+            for f in "$LOGS/$cpu-build.log" "$LOGS/$cpu-tests.log"; do
                 [[ -s $f ]] && logs+=("$f")
             done
             ((${#logs[@]} == 0)) || echo "    log: ${logs[*]}"

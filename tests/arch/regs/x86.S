@@ -1,7 +1,7 @@
 /*
- * verify's register check for x86 (i386), System V i386 ABI (cdecl).
+ * The register check (tests/arch) for x86 (i386), System V i386 ABI (cdecl).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every callee-saved register with a value derived from `seed` (and
@@ -17,10 +17,10 @@
  * registers and control words are restored before returning.
  */
     .text
-    .globl  vf_regs_call
-    .type   vf_regs_call, @function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, @function
     .p2align 4
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     pushl   %ebp
     .cfi_adjust_cfa_offset 4
@@ -144,6 +144,6 @@ vf_regs_call:
     .cfi_restore ebp
     ret
     .cfi_endproc
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", @progbits

@@ -1,7 +1,7 @@
 /*
- * verify's register check for 64-bit IBM Z, s390x ELF ABI.
+ * The register check (tests/arch) for 64-bit IBM Z, s390x ELF ABI.
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every call-saved register with a value derived from `seed`
@@ -62,10 +62,10 @@
 1:
 .endm
 
-    .globl  vf_regs_call
-    .type   vf_regs_call, @function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, @function
     .p2align 3
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     stmg    %r6, %r15, 48(%r15)
     .cfi_offset %r6, -112
@@ -157,6 +157,6 @@ vf_regs_call:
     .cfi_def_cfa_offset 160
     br      %r14
     .cfi_endproc
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", @progbits

@@ -1,7 +1,7 @@
 /*
- * verify's register check for aarch64 (AAPCS64).
+ * The register check (tests/arch) for aarch64 (AAPCS64).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every callee-saved register with a value derived from `seed`, and
@@ -52,10 +52,10 @@
 .endm
 
     .text
-    .globl  vf_regs_call
-    .type   vf_regs_call, %function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, %function
     .p2align 4
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     /* Frame: 0 seed, 8 caller FPCR, 16-79 d8-d15, 80-175 x19-x30. */
     sub     sp, sp, #176
@@ -191,6 +191,6 @@ vf_regs_call:
     ret
     .cfi_endproc
     .ltorg
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", %progbits

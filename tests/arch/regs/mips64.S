@@ -1,7 +1,7 @@
 /*
- * verify's register check for 64-bit MIPS, n64 ABI (mips64 and mips64el).
+ * The register check (tests/arch) for 64-bit MIPS, n64 ABI (mips64 and mips64el).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every callee-saved register with a value derived from `seed` (and
@@ -60,10 +60,10 @@
     .endm
 
     .text
-    .globl  vf_regs_call
-    .type   vf_regs_call, @function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, @function
     .p2align 3
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     daddiu  $sp, $sp, -FRAME
     .cfi_adjust_cfa_offset FRAME
@@ -189,6 +189,6 @@ vf_regs_call:
     .cfi_adjust_cfa_offset -FRAME
     jr      $31
     .cfi_endproc
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", @progbits

@@ -1,5 +1,5 @@
 /*
- * verify: context switching keeps every callee-saved register.
+ * Context switching keeps every callee-saved register and the stack.
  *
  * Each worker keeps twenty floating-point (or integer) values live across a
  * call that switches to another coroutine, in a serial chain the compiler
@@ -8,13 +8,14 @@
  * must hold values in every one of them. Several workers with different
  * seeds run interleaved; a register that one switch fails to restore leaks
  * another worker's value and the result differs from the same computation
- * run straight through without switching.
+ * run straight through without switching. tests/arch checks the same from
+ * assembly, register by register.
  */
-#include "verify.h"
+#include "st_test.h"
 
 #include <fenv.h>
-#include <stdint.h>
-#include <string.h>
+
+ST_TEST_SUITE(context);
 
 /*
  * ABIs whose floating-point control state (the rounding mode among it) is
@@ -24,7 +25,7 @@
 #if (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) ||                          \
      (defined(__arm__) && defined(__ARM_PCS_VFP))) &&                                             \
     defined(FE_UPWARD) && defined(FE_DOWNWARD) && defined(FE_TONEAREST)
-#define VF_ABI_KEEPS_FP_CONTROL 1
+#define ST_TEST_ABI_KEEPS_FP_CONTROL 1
 #endif
 
 enum { WORKERS = 4, ROUNDS = 3000 };
@@ -170,7 +171,7 @@ __attribute__((noinline)) static unsigned long compute_int(unsigned seed, betwee
            (x19 << 19);
 }
 
-/* ---- running workers interleaved ---------------------------------------------- */
+/* ---- running workers interleaved ------------------------------------------ */
 
 struct worker {
     uint64_t result;
@@ -187,114 +188,117 @@ static uint64_t compute(const struct worker *w, between_fn between)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+
     w->result = compute(w, w->between);
     return NULL;
 }
 
-static int run_workers(int fp)
+static void run_workers(int fp)
 {
     struct worker workers[WORKERS];
     st_thread_t threads[WORKERS] = {NULL};
 
+    st_test_init();
     for (int i = 0; i < WORKERS; i++) {
         workers[i].result = 0;
         workers[i].between = (i % 2 == 0) ? st_thread_yield : sleep_zero;
         workers[i].seed = 1000U + 77U * (unsigned)i;
         workers[i].fp = fp;
-        threads[i] = vf_spawn(worker_main, &workers[i]);
-        VF_CHECK(threads[i] != NULL);
+        threads[i] = st_thread_create(worker_main, &workers[i], 1, 0);
+        cr_assert_not_null(threads[i], "st_thread_create: %s", strerror(errno));
     }
     for (int i = 0; i < WORKERS; i++) {
-        VF_CHECK(vf_join_ok(threads[i]) == 0);
+        cr_assert_eq(st_thread_join(threads[i], NULL), 0);
     }
     for (int i = 0; i < WORKERS; i++) {
         uint64_t expected = compute(&workers[i], no_switch);
-        if (workers[i].result != expected) {
-            return vf_fail("%s worker %d: result %#llx after switching, %#llx straight",
-                           fp ? "floating-point" : "integer", i,
-                           (unsigned long long)workers[i].result, (unsigned long long)expected);
-        }
+        cr_expect_eq(workers[i].result, expected,
+                     "%s worker %d: result %#llx after switching, %#llx straight",
+                     fp ? "floating-point" : "integer", i,
+                     (unsigned long long)workers[i].result, (unsigned long long)expected);
     }
-    return 0;
 }
 
-static int check_fp_registers(void)
+Test(context, floating_point_registers_survive_switches)
 {
-    return run_workers(1);
+    run_workers(1);
 }
 
-static int check_int_registers(void)
+Test(context, integer_registers_survive_switches)
 {
-    return run_workers(0);
+    run_workers(0);
 }
 
 /* The primordial coroutine runs on the process stack: switch it too. */
-static int check_primordial_registers(void)
+Test(context, primordial_registers_survive_switches)
 {
-    struct worker w = {0, st_thread_yield, 4242U, 1};
-    struct worker other = {0, st_thread_yield, 99U, 1};
-    st_thread_t thread = vf_spawn(worker_main, &other);
-    VF_CHECK(thread != NULL);
-    w.result = compute(&w, st_thread_yield);
-    VF_CHECK(vf_join_ok(thread) == 0);
-    VF_CHECK(w.result == compute(&w, no_switch));
-    VF_CHECK(other.result == compute(&other, no_switch));
-    w.fp = 0;
-    other.fp = 0;
-    thread = vf_spawn(worker_main, &other);
-    VF_CHECK(thread != NULL);
-    w.result = compute(&w, st_thread_yield);
-    VF_CHECK(vf_join_ok(thread) == 0);
-    VF_CHECK(w.result == compute(&w, no_switch));
-    VF_CHECK(other.result == compute(&other, no_switch));
-    return 0;
+    st_test_init();
+    for (int fp = 1; fp >= 0; fp--) {
+        struct worker w = {0, st_thread_yield, 4242U, fp};
+        struct worker other = {0, st_thread_yield, 99U, fp};
+        st_thread_t t = st_thread_create(worker_main, &other, 1, 0);
+
+        cr_assert_not_null(t);
+        w.result = compute(&w, st_thread_yield);
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_expect_eq(w.result, compute(&w, no_switch), "primordial, fp %d", fp);
+        cr_expect_eq(other.result, compute(&other, no_switch), "coroutine, fp %d", fp);
+    }
 }
 
-/* ---- floating-point control state ------------------------------------------------- */
+/* ---- floating-point control state ------------------------------------------ */
 
-#ifdef VF_ABI_KEEPS_FP_CONTROL
+#ifdef ST_TEST_ABI_KEEPS_FP_CONTROL
+
 struct rounding {
     int mode;
     between_fn between;
+    int changed_after; /* switches after which the mode was wrong, 0 if never */
 };
 
 static void *keep_rounding(void *arg)
 {
     enum { SWITCHES = 50 };
-    const struct rounding *r = arg;
-    VF_CO_CHECK(fesetround(r->mode) == 0);
+    struct rounding *r = arg;
+
+    cr_expect_eq(fesetround(r->mode), 0);
     for (int i = 0; i < SWITCHES; i++) {
         r->between();
         if (fegetround() != r->mode) {
-            (void)vf_fail("rounding mode %#x became %#x after %d switches", (unsigned)r->mode,
-                          (unsigned)fegetround(), i + 1);
-            return VF_CO_FAILED;
+            r->changed_after = i + 1;
+            break;
         }
     }
     return NULL;
 }
 
-static int check_fp_control(void)
+/* On ABIs where it is callee-saved, every coroutine keeps its own rounding mode. */
+Test(context, each_coroutine_keeps_its_rounding_mode)
 {
-    static const struct rounding modes[] = {
-        {FE_UPWARD, st_thread_yield}, {FE_DOWNWARD, st_thread_yield}, {FE_UPWARD, sleep_zero}};
-    enum { N = sizeof modes / sizeof modes[0] };
-    st_thread_t threads[N] = {NULL};
+    struct rounding modes[] = {{FE_UPWARD, st_thread_yield, 0},
+                               {FE_DOWNWARD, st_thread_yield, 0},
+                               {FE_UPWARD, sleep_zero, 0}};
+    enum { N = sizeof(modes) / sizeof(modes[0]) };
+    st_thread_t t[N] = {NULL};
 
-    VF_CHECK(fegetround() == FE_TONEAREST);
+    st_test_init();
+    cr_assert_eq(fegetround(), FE_TONEAREST);
     for (int i = 0; i < N; i++) {
-        threads[i] = vf_spawn(keep_rounding, (void *)&modes[i]);
-        VF_CHECK(threads[i] != NULL);
+        t[i] = st_thread_create(keep_rounding, &modes[i], 1, 0);
+        cr_assert_not_null(t[i]);
     }
     for (int i = 0; i < N; i++) {
-        VF_CHECK(vf_join_ok(threads[i]) == 0);
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        cr_expect_eq(modes[i].changed_after, 0,
+                     "coroutine %d: rounding mode %#x lost after %d switches", i,
+                     (unsigned)modes[i].mode, modes[i].changed_after);
     }
-    VF_CHECK(fegetround() == FE_TONEAREST);
-    return 0;
+    cr_assert_eq(fegetround(), FE_TONEAREST);
 }
+
 #endif
 
-/* ---- deep recursion on small stacks ---------------------------------------------- */
+/* ---- deep recursion on small stacks ---------------------------------------- */
 
 enum { FRAME_BYTES = 256, YIELD_EVERY = 16 };
 
@@ -361,36 +365,26 @@ static unsigned expected_sum(int depth)
     return sum;
 }
 
-static int check_deep_recursion(void)
+/* Most of a small stack can be used by deep recursion that yields on the way. */
+Test(context, deep_recursion_with_yields_on_small_stacks)
 {
     static const int sizes[] = {64 * 1024, 16 * 1024};
-    enum { N = sizeof sizes / sizeof sizes[0] };
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
     struct deep deeps[N];
-    st_thread_t threads[N] = {NULL};
+    st_thread_t t[N] = {NULL};
 
+    st_test_init();
     for (int i = 0; i < N; i++) {
-        memset(&deeps[i], 0, sizeof deeps[i]);
+        memset(&deeps[i], 0, sizeof(deeps[i]));
         deeps[i].target = (size_t)sizes[i] * 11 / 16; /* about 70% of the stack */
-        threads[i] = st_thread_create(deep_main, &deeps[i], 1, sizes[i]);
-        VF_CHECK(threads[i] != NULL);
+        t[i] = st_thread_create(deep_main, &deeps[i], 1, sizes[i]);
+        cr_assert_not_null(t[i]);
     }
     for (int i = 0; i < N; i++) {
-        VF_CHECK(vf_join_ok(threads[i]) == 0);
-        VF_CHECK(deeps[i].reached + FRAME_BYTES >= deeps[i].target);
-        VF_CHECK(deeps[i].depth > 10);
-        VF_CHECK(deeps[i].corrupt == 0);
-        VF_CHECK(deeps[i].sum == expected_sum(deeps[i].depth));
+        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        cr_expect_geq(deeps[i].reached + FRAME_BYTES, deeps[i].target, "stack %d", sizes[i]);
+        cr_expect_gt(deeps[i].depth, 10, "stack %d", sizes[i]);
+        cr_expect_eq(deeps[i].corrupt, 0, "stack %d: corrupted frame bytes", sizes[i]);
+        cr_expect_eq(deeps[i].sum, expected_sum(deeps[i].depth), "stack %d", sizes[i]);
     }
-    return 0;
 }
-
-const struct vf_check vf_checks_context[] = {
-    {"fp_registers", check_fp_registers, VF_AFTER_INIT},
-    {"int_registers", check_int_registers, VF_AFTER_INIT},
-    {"primordial_registers", check_primordial_registers, VF_AFTER_INIT},
-#ifdef VF_ABI_KEEPS_FP_CONTROL
-    {"fp_control", check_fp_control, VF_AFTER_INIT},
-#endif
-    {"deep_recursion", check_deep_recursion, VF_AFTER_INIT},
-    {NULL, NULL, VF_AFTER_INIT},
-};

@@ -1,7 +1,7 @@
 /*
- * verify's register check for riscv64 (LP64D psABI).
+ * The register check (tests/arch) for riscv64 (LP64D psABI).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every callee-saved register with a value derived from `seed`
@@ -47,10 +47,10 @@
     CHKX    t3, \k
 .endm
 
-    .globl  vf_regs_call
-    .type   vf_regs_call, %function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, %function
     .p2align 2
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     /* 0: ra, 8-96: s0-s11, 104-192: fs0-fs11, 200: seed */
     addi    sp, sp, -208
@@ -170,6 +170,6 @@ vf_regs_call:
     .cfi_adjust_cfa_offset -208
     ret
     .cfi_endproc
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", %progbits

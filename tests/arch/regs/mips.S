@@ -1,7 +1,7 @@
 /*
- * verify's register check for 32-bit MIPS, o32 ABI (mips and mipsel).
+ * The register check (tests/arch) for 32-bit MIPS, o32 ABI (mips and mipsel).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every callee-saved register with a value derived from `seed` (and
@@ -81,10 +81,10 @@
     .endm
 
     .text
-    .globl  vf_regs_call
-    .type   vf_regs_call, @function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, @function
     .p2align 2
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     addiu   $sp, $sp, -FRAME
     .cfi_adjust_cfa_offset FRAME
@@ -197,6 +197,6 @@ vf_regs_call:
     .cfi_adjust_cfa_offset -FRAME
     jr      $31
     .cfi_endproc
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", @progbits

@@ -1,7 +1,7 @@
 /*
- * verify's register check for 32-bit ARM (ARMv7-A hard-float, AAPCS-VFP).
+ * The register check (tests/arch) for 32-bit ARM (ARMv7-A hard-float, AAPCS-VFP).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every callee-saved register with a value derived from `seed`, and
@@ -63,10 +63,10 @@
 .endm
 
     .text
-    .globl  vf_regs_call
-    .type   vf_regs_call, %function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, %function
     .p2align 2
-vf_regs_call:
+st_test_regs_call:
     .fnstart
     .cfi_startproc
     push    {r4-r11, lr}
@@ -186,6 +186,6 @@ vf_regs_call:
     bx      lr
     .cfi_endproc
     .fnend
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", %progbits

@@ -1,7 +1,7 @@
 /*
- * verify's register check for 64-bit PowerPC, ELFv2 ABI (ppc64le).
+ * The register check (tests/arch) for 64-bit PowerPC, ELFv2 ABI (ppc64le).
  *
- * unsigned long vf_regs_call(void (*fn)(void *, const void *), void *a,
+ * unsigned long st_test_regs_call(void (*fn)(void *, const void *), void *a,
  *                            const void *b, unsigned long seed)
  *
  * Loads every nonvolatile register with a value derived from `seed`
@@ -30,7 +30,7 @@
  * the call, not in a checked register.
  */
 #if !defined(_CALL_ELF) || _CALL_ELF != 2
-#error "tools/verify/regs/ppc64.S implements the ELFv2 ABI (ppc64le) only"
+#error "tests/arch/regs/ppc64.S implements the ELFv2 ABI (ppc64le) only"
 #endif
 
 /* Frame: 0 back chain, 8 CR, 16 LR, 24 TOC save (for our callee),
@@ -133,10 +133,10 @@
 1:
 .endm
 
-    .globl  vf_regs_call
-    .type   vf_regs_call, @function
+    .globl  st_test_regs_call
+    .type   st_test_regs_call, @function
     .p2align 4
-vf_regs_call:
+st_test_regs_call:
     .cfi_startproc
     mflr    %r0
     std     %r0, 16(%r1)
@@ -312,6 +312,6 @@ vf_regs_call:
     mr      %r3, %r7
     blr
     .cfi_endproc
-    .size   vf_regs_call, .-vf_regs_call
+    .size   st_test_regs_call, .-st_test_regs_call
 
     .section .note.GNU-stack, "", @progbits
