@@ -45,7 +45,7 @@ SOURCE_DIRS = ("src/", "include/", "tests/", "tools/", "docs/", "arch/", ".ci/")
 TO_BE_CREATED = {
     "docs/porting.md": {
         "arch/loongarch64/switch.S",
-        "tools/verify/regs/loongarch64.S",
+        "tests/arch/regs/loongarch64.S",
         "tools/cross/loongarch64.ini",
     },
 }
