@@ -13,6 +13,8 @@
 #ifndef ST__FDWATCH_H
 #define ST__FDWATCH_H
 
+#include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 
 #include "fdtable.h"
@@ -44,7 +46,11 @@ static inline struct st__fdwatch *st__fdwatch_find(const struct st__fdtable *tab
 }
 
 /* What the waiters of `w` wait for: POLLIN, POLLOUT, POLLPRI. */
-unsigned st__fdwatch_wanted(const struct st__fdwatch *w);
+static inline unsigned st__fdwatch_wanted(const struct st__fdwatch *w)
+{
+    return (w->readers > 0 ? (unsigned)POLLIN : 0U) | (w->writers > 0 ? (unsigned)POLLOUT : 0U) |
+           (w->urgent > 0 ? (unsigned)POLLPRI : 0U);
+}
 
 /* Does a coroutine wait on `fd`? (An fd must not be closed while one does.) */
 bool st__fdwatch_busy(const struct st__fdtable *table, int fd);
@@ -63,17 +69,56 @@ struct st__fdwatch *st__fdwatch_disown(const struct st__fdtable *table, int fd);
 typedef int (*st__fdwatch_joined_fn)(void *state, struct st__fdwatch *w);
 typedef void (*st__fdwatch_left_fn)(void *state, struct st__fdwatch *w);
 
+/* Add (+1) or take away (-1) one waiter for `events` in the counts of `w`. */
+static inline void st__fdwatch_count(struct st__fdwatch *w, short events, int delta)
+{
+    w->readers += (events & POLLIN) != 0 ? delta : 0;
+    w->writers += (events & POLLOUT) != 0 ? delta : 0;
+    w->urgent += (events & POLLPRI) != 0 ? delta : 0;
+}
+
+/* Every pollfd of `pq` that joined leaves its watch. */
+static inline void st__fdwatch_leave(const struct st__fdtable *table, struct st__pollq *pq,
+                                     st__fdwatch_left_fn left, void *state)
+{
+    for (int i = 0; i < pq->npds; i++) {
+        if (st__list_empty(&pq->fds[i].link)) {
+            continue; /* never joined (a failed join rolling back) */
+        }
+        struct st__fdwatch *w = st__fdwatch_at(table, pq->pds[i].fd);
+        st__list_remove(&pq->fds[i].link);
+        st__fdwatch_count(w, pq->pds[i].events, -1);
+        left(state, w);
+    }
+}
+
 /*
  * Every pollfd of `pq` joins the watch of its descriptor. On failure, those
  * that joined leave again (through `left`) and -1 is returned with the
  * errno of the failure.
  */
-int st__fdwatch_join(struct st__fdtable *table, struct st__pollq *pq,
-                     st__fdwatch_joined_fn joined, st__fdwatch_left_fn left, void *state);
-
-/* Every pollfd of `pq` that joined leaves its watch. */
-void st__fdwatch_leave(const struct st__fdtable *table, struct st__pollq *pq,
-                       st__fdwatch_left_fn left, void *state);
+static inline int st__fdwatch_join(struct st__fdtable *table, struct st__pollq *pq,
+                                   st__fdwatch_joined_fn joined, st__fdwatch_left_fn left,
+                                   void *state)
+{
+    for (int i = 0; i < pq->npds; i++) {
+        int fd = pq->pds[i].fd;
+        int rc = st__fdtable_reserve(table, fd);
+        if (rc == 0) {
+            struct st__fdwatch *w = st__fdwatch_at(table, fd);
+            st__fdwatch_count(w, pq->pds[i].events, +1);
+            st__list_insert_tail(&w->waiters, &pq->fds[i].link);
+            rc = joined(state, w);
+        }
+        if (rc != 0) {
+            int err = errno;
+            st__fdwatch_leave(table, pq, left, state);
+            errno = err;
+            return -1;
+        }
+    }
+    return 0;
+}
 
 /* The waits a dispatch found ready, in the order their events came. */
 struct st__fdwatch_ready {
@@ -93,9 +138,35 @@ static inline void st__fdwatch_ready_init(struct st__fdwatch_ready *ready)
  * poll(2) reports unasked), and queue every wait that got one on `ready`,
  * once.
  */
-void st__fdwatch_collect(struct st__fdwatch *w, short fired, struct st__fdwatch_ready *ready);
+static inline void st__fdwatch_collect(struct st__fdwatch *w, short fired,
+                                       struct st__fdwatch_ready *ready)
+{
+    st__list_for_each(link, &w->waiters) {
+        struct st__pollq_fd *node = st__pollq_fd_from_link(link);
+        short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP | POLLNVAL));
+        if (revents == 0) {
+            continue;
+        }
+        node->pd->revents = (short)(node->pd->revents | revents);
+        if (!node->pq->ready) {
+            node->pq->ready = true;
+            node->pq->next_ready = NULL;
+            *ready->last = node->pq;
+            ready->last = &node->pq->next_ready;
+        }
+    }
+}
 
 /* Wake the queued waits, in order; `ready` ends empty. */
-void st__fdwatch_wake(struct st__sched *sched, struct st__fdwatch_ready *ready);
+static inline void st__fdwatch_wake(struct st__sched *sched, struct st__fdwatch_ready *ready)
+{
+    struct st__pollq *pq = ready->first;
+    st__fdwatch_ready_init(ready);
+    while (pq != NULL) {
+        struct st__pollq *next = pq->next_ready; /* read before the wait may end */
+        st__pollq_ready(sched, pq);
+        pq = next;
+    }
+}
 
 #endif /* ST__FDWATCH_H */
