@@ -107,23 +107,43 @@ static void make_pq(struct st__pollq *pq, struct pollfd *pds, int npds, st_threa
     }
 }
 
+/* start() plus a coroutine that never runs, to own the fake waiters. */
+static st_thread_t start_owned(struct fixture *f, int eventsys)
+{
+    start(f, eventsys);
+    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
+    cr_assert_not_null(owner);
+    return owner;
+}
+
+/* A waiter as st_poll() leaves it: registered with the backend and on the io_q. */
+static void arm(struct fixture *f, struct st__pollq *pq, struct pollfd *pds, int npds,
+                st_thread_t owner)
+{
+    make_pq(pq, pds, npds, owner);
+    cr_assert_eq(f->ops->pollset_add(f->sched, pq), 0);
+    st__list_insert_tail(&f->sched->io_q, &pq->link);
+}
+
+/* A waiter that leaves without its descriptors firing. */
+static void disarm(struct fixture *f, struct st__pollq *pq)
+{
+    st__list_remove(&pq->link);
+    f->ops->pollset_del(f->sched, pq);
+}
+
 static void check_waiter_bookkeeping(int eventsys)
 {
     struct fixture f;
-    start(&f, eventsys);
-    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
-    cr_assert_not_null(owner);
+    st_thread_t owner = start_owned(&f, eventsys);
     struct pollfd pd = {.fd = f.sv[0], .events = POLLIN};
     struct st__pollq pq;
-    make_pq(&pq, &pd, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq.link);
+    arm(&f, &pq, &pd, 1, owner);
     errno = 0;
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[0]), -1, "%s: close while waited on", f.ops->name);
     cr_expect_eq(errno, EBUSY);
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[1]), 0, "%s: other fds are free", f.ops->name);
-    st__list_remove(&pq.link);
-    f.ops->pollset_del(f.sched, &pq);
+    disarm(&f, &pq);
     cr_expect_eq(f.ops->fd_close(f.sched, f.sv[0]), 0, "%s: free after the last waiter", f.ops->name);
 }
 
@@ -138,14 +158,10 @@ Test(backend, io_uring_tracks_waiters) { check_waiter_bookkeeping(ST_EVENTSYS_IO
 static void check_dispatch(int eventsys)
 {
     struct fixture f;
-    start(&f, eventsys);
-    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
-    cr_assert_not_null(owner);
+    st_thread_t owner = start_owned(&f, eventsys);
     struct pollfd pds[2] = {{.fd = f.sv[0], .events = POLLIN}, {.fd = f.sv[0], .events = POLLOUT}};
     struct st__pollq pq;
-    make_pq(&pq, pds, 2, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq.link);
+    arm(&f, &pq, pds, 2, owner);
 
     f.ops->dispatch(f.sched, 0);
     cr_expect_not(pq.on_ioq, "%s: a writable socket wakes its waiter", f.ops->name);
@@ -155,9 +171,7 @@ static void check_dispatch(int eventsys)
 
     struct pollfd rd = {.fd = f.sv[0], .events = POLLIN};
     struct st__pollq pq2;
-    make_pq(&pq2, &rd, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq2), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq2.link);
+    arm(&f, &pq2, &rd, 1, owner);
     f.ops->dispatch(f.sched, 1000);
     cr_expect(pq2.on_ioq, "%s: no data, so the waiter stays", f.ops->name);
     cr_assert_eq(write(f.sv[1], "x", 1), 1);
@@ -232,21 +246,23 @@ Test(backend, select_refuses_fds_beyond_fd_setsize)
     cr_expect_eq(errno, EINVAL);
 }
 
-Test(backend, select_reports_closed_fds_as_pollnval)
+/* A descriptor closed behind the library's back while waited on says POLLNVAL, as poll(2). */
+static void check_closed_fd_is_pollnval(int eventsys, st_utime_t dispatch_us)
 {
     struct fixture f;
-    start(&f, ST_EVENTSYS_SELECT);
-    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
-    cr_assert_not_null(owner);
+    st_thread_t owner = start_owned(&f, eventsys);
     struct pollfd pd = {.fd = f.sv[0], .events = POLLIN};
     struct st__pollq pq;
-    make_pq(&pq, &pd, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq.link);
+    arm(&f, &pq, &pd, 1, owner);
     cr_assert_eq(close(f.sv[0]), 0);
-    f.ops->dispatch(f.sched, 1000);
-    cr_expect_not(pq.on_ioq);
-    cr_expect_eq(pd.revents, POLLNVAL);
+    f.ops->dispatch(f.sched, dispatch_us);
+    cr_expect_not(pq.on_ioq, "%s: the waiter is woken", f.ops->name);
+    cr_expect_eq(pd.revents, POLLNVAL, "%s: revents %#x", f.ops->name, (unsigned)pd.revents);
+}
+
+Test(backend, select_reports_closed_fds_as_pollnval)
+{
+    check_closed_fd_is_pollnval(ST_EVENTSYS_SELECT, 1000);
 }
 
 Test(backend, epoll_refuses_what_it_cannot_watch)
@@ -291,28 +307,21 @@ Test(backend, epoll_grows_its_fd_table)
 Test(backend, io_uring_drops_stale_completions)
 {
     struct fixture f;
-    start(&f, ST_EVENTSYS_IO_URING);
-    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
-    cr_assert_not_null(owner);
+    st_thread_t owner = start_owned(&f, ST_EVENTSYS_IO_URING);
 
     /* A reader is armed in the kernel, then leaves without its poll firing. */
     struct pollfd rd = {.fd = f.sv[0], .events = POLLIN};
     struct st__pollq pq;
-    make_pq(&pq, &rd, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq.link);
+    arm(&f, &pq, &rd, 1, owner);
     f.ops->dispatch(f.sched, 1000);
     cr_assert(pq.on_ioq);
-    st__list_remove(&pq.link);
-    f.ops->pollset_del(f.sched, &pq);
+    disarm(&f, &pq);
 
     /* The old request's cancellation, and data, arrive; a new reader must see only the data. */
     cr_assert_eq(write(f.sv[1], "x", 1), 1);
     struct pollfd rd2 = {.fd = f.sv[0], .events = POLLIN};
     struct st__pollq pq2;
-    make_pq(&pq2, &rd2, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq2), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq2.link);
+    arm(&f, &pq2, &rd2, 1, owner);
     f.ops->dispatch(f.sched, 100000);
     cr_expect_not(pq2.on_ioq, "the new reader is woken");
     cr_expect_eq(rd2.revents, POLLIN);
@@ -323,13 +332,10 @@ Test(backend, io_uring_drops_stale_completions)
     cr_assert_eq(read(f.sv[0], &c, 1), 1);
     struct pollfd rd3 = {.fd = f.sv[0], .events = POLLIN};
     struct st__pollq pq3;
-    make_pq(&pq3, &rd3, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq3), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq3.link);
+    arm(&f, &pq3, &rd3, 1, owner);
     f.ops->dispatch(f.sched, 1000);
     cr_assert(pq3.on_ioq);
-    st__list_remove(&pq3.link);
-    f.ops->pollset_del(f.sched, &pq3);
+    disarm(&f, &pq3);
     f.ops->fd_free(f.sched, f.sv[0]);
     cr_assert_eq(close(f.sv[0]), 0);
     int sv[2];
@@ -337,9 +343,7 @@ Test(backend, io_uring_drops_stale_completions)
     cr_assert_eq(f.ops->fd_new(f.sched, sv[0]), 0);
     struct pollfd rd4 = {.fd = sv[0], .events = POLLIN};
     struct st__pollq pq4;
-    make_pq(&pq4, &rd4, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq4), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq4.link);
+    arm(&f, &pq4, &rd4, 1, owner);
     f.ops->dispatch(f.sched, 1000);
     cr_expect(pq4.on_ioq, "nothing to read on the new socket");
     cr_expect_eq(rd4.revents, 0);
@@ -352,19 +356,7 @@ Test(backend, io_uring_drops_stale_completions)
 /* One st_poll() on a descriptor closed behind the library's back says POLLNVAL, as poll(2). */
 Test(backend, io_uring_reports_closed_fds_as_pollnval)
 {
-    struct fixture f;
-    start(&f, ST_EVENTSYS_IO_URING);
-    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
-    cr_assert_not_null(owner);
-    struct pollfd pd = {.fd = f.sv[0], .events = POLLIN};
-    struct st__pollq pq;
-    make_pq(&pq, &pd, 1, owner);
-    cr_assert_eq(f.ops->pollset_add(f.sched, &pq), 0);
-    st__list_insert_tail(&f.sched->io_q, &pq.link);
-    cr_assert_eq(close(f.sv[0]), 0);
-    f.ops->dispatch(f.sched, 100000);
-    cr_expect_not(pq.on_ioq);
-    cr_expect_eq(pd.revents, POLLNVAL);
+    check_closed_fd_is_pollnval(ST_EVENTSYS_IO_URING, 100000);
 }
 
 /* More waiting descriptors than the submission queue holds: submitted in several batches. */
@@ -381,9 +373,7 @@ Test(backend, io_uring_waits_on_more_fds_than_the_ring_holds)
         cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
     }
     struct fixture f;
-    start(&f, ST_EVENTSYS_IO_URING);
-    st_thread_t owner = st_thread_create(idle_start, NULL, 0, 0);
-    cr_assert_not_null(owner);
+    st_thread_t owner = start_owned(&f, ST_EVENTSYS_IO_URING);
     static int sv[PAIRS][2];
     static struct pollfd pds[PAIRS];
     struct st__pollq *pqs = calloc(PAIRS, sizeof(*pqs));
