@@ -63,15 +63,14 @@ Test(accept_connect, connect_accept_and_talk)
 
     st_test_init();
     s.lfd = st_test_listener(&port, 16);
-    t = st_thread_create(accept_and_echo, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(accept_and_echo, &s);
     cfd = st_test_tcp_socket();
     st_test_loopback(&sin, port);
     cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), 0,
                  "st_connect: %s", strerror(errno));
     client_round_trip(cfd);
     cr_assert_eq(st_netfd_close(cfd), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_not_null(s.conn, "st_accept: %s", strerror(s.err));
     cr_assert(s.nonblocking, "accepted socket is blocking");
     cr_assert_eq(s.peerlen, (int)sizeof(struct sockaddr_in));
@@ -91,14 +90,13 @@ Test(accept_connect, accept_without_address)
 
     st_test_init();
     s.lfd = st_test_listener(&port, 16);
-    t = st_thread_create(accept_and_echo, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(accept_and_echo, &s);
     cfd = st_test_tcp_socket();
     st_test_loopback(&sin, port);
     cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), ST_UTIME_NO_TIMEOUT), 0);
     client_round_trip(cfd);
     cr_assert_eq(st_netfd_close(cfd), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_not_null(s.conn);
     cr_assert(s.nonblocking);
     cr_assert_eq(st_netfd_close(s.lfd), 0);
@@ -188,11 +186,10 @@ Test(accept_connect, interrupt_wakes_accept)
 
     st_test_init();
     a.lfd = st_test_listener(&port, 16);
-    t = st_thread_create(accept_forever, &a, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(accept_forever, &a);
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_null(a.conn);
     cr_assert_eq(a.err, EINTR);
     cr_assert_eq(st_netfd_close(a.lfd), 0);
@@ -390,20 +387,18 @@ Test(accept_connect, many_concurrent_clients)
 
     st_test_init();
     al.lfd = st_test_listener(&port, 64);
-    at = st_thread_create(accept_loop, &al, 1, 0);
-    cr_assert_not_null(at);
+    at = st_test_spawn(accept_loop, &al);
     for (i = 0; i < N; i++) {
         c[i] = (struct client){.port = port, .id = i};
-        ct[i] = st_thread_create(client_main, &c[i], 1, 0);
-        cr_assert_not_null(ct[i]);
+        ct[i] = st_test_spawn(client_main, &c[i]);
     }
     for (i = 0; i < N; i++) {
-        cr_assert_eq(st_thread_join(ct[i], NULL), 0);
+        st_test_join(ct[i]);
         cr_assert_eq(c[i].ok, 1, "client %d failed", i);
     }
     cr_assert_eq(al.count, N);
     st_thread_interrupt(at);
-    cr_assert_eq(st_thread_join(at, NULL), 0);
+    st_test_join(at);
     cr_assert_eq(st_usleep(1000), 0); /* let the servers see EOF and close */
     cr_assert_eq(st_netfd_close(al.lfd), 0);
 }

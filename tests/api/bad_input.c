@@ -522,8 +522,7 @@ Test(bad_input, negative_sleep_waits_until_interrupted)
     void *ret = NULL;
 
     st_test_init();
-    t = st_thread_create(sleep_forever, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(sleep_forever, NULL);
     cr_assert_eq(st_usleep(20000), 0);
     st_thread_interrupt(t);
     cr_assert_eq(st_thread_join(t, &ret), 0);
@@ -542,8 +541,7 @@ Test(bad_input, finished_coroutines_until_they_are_joined)
     int token;
 
     st_test_init();
-    t = st_thread_create(finish_at_once, &token, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(finish_at_once, &token);
     cr_assert_eq(st_usleep(1000), 0); /* it has finished: a zombie until joined */
     st_thread_interrupt(t);           /* no effect on a zombie */
     cr_assert_eq(st_thread_setspecific2(t, 0, NULL), -1, "no key yet");
@@ -579,8 +577,7 @@ Test(bad_input, joining_a_joined_coroutine_is_esrch)
     st_thread_t b;
 
     st_test_init();
-    t = st_thread_create(finish_at_once, &token, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(finish_at_once, &token);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, &token);
     ret = NULL;
@@ -655,7 +652,7 @@ Test(bad_input, closing_a_netfd_whose_waiter_was_woken_is_ebusy)
         st_test_socketpair(&c, &d);
         cr_assert(c != r.fd && d != r.fd);
         cr_assert_eq(st_write(d, "for c", 5, 100000), 5);
-        cr_assert_eq(st_thread_join(t, NULL), 0);
+        st_test_join(t);
         cr_assert_eq(r.rc, 5);
         cr_assert_str_eq(r.buf, "for a");
         /* Once the reader has left, the netfd closes. */
@@ -693,19 +690,18 @@ Test(bad_input, freeing_a_netfd_under_its_waiters_fails_them_with_ebadf)
         st_test_socketpair(&c, &d);
         cr_assert(c != woken.fd && d != woken.fd);
         cr_assert_eq(st_write(d, "for c", 5, 100000), 5);
-        cr_assert_eq(st_thread_join(t, NULL), 0);
+        st_test_join(t);
         cr_assert_eq(woken.rc, -1);
         cr_assert_eq(woken.err, EBADF);
 
         /* Freed while its waiter still waits: the waiter fails when it wakes. */
         st_test_socketpair(&waiting.fd, &b2);
         fd2 = st_netfd_fileno(waiting.fd);
-        t2 = st_thread_create(read_once, &waiting, 1, 0);
-        cr_assert_not_null(t2);
+        t2 = st_test_spawn(read_once, &waiting);
         cr_assert_eq(st_usleep(1000), 0);
         st_netfd_free(waiting.fd);
         cr_assert_eq(st_write(b2, "x", 1, 100000), 1);
-        cr_assert_eq(st_thread_join(t2, NULL), 0);
+        st_test_join(t2);
         cr_assert_eq(waiting.rc, -1);
         cr_assert_eq(waiting.err, EBADF);
 
@@ -767,8 +763,7 @@ Test(bad_input, conds_and_mutexes_outlive_the_coroutines_st_destroy_ends)
         cr_assert_not_null(st_thread_create(wait_on, cv, 1, 0));
         cr_assert_not_null(st_thread_create(lock_and_sleep, held, 0, 0));
         cr_assert_not_null(st_thread_create(lock_once, held, 0, 0));
-        sleeper = st_thread_create(lock_and_sleep, free_m, 1, 0);
-        cr_assert_not_null(sleeper);
+        sleeper = st_test_spawn(lock_and_sleep, free_m);
         cr_assert_not_null(st_thread_create(join_arg, sleeper, 0, 0));
         cr_assert_eq(st_usleep(1000), 0);
         ST_ASSERT_FAILS(st_cond_destroy(cv), EBUSY);
@@ -834,8 +829,7 @@ Test(bad_input, destroying_objects_in_use_is_refused)
     cv = st_cond_new();
     m = st_mutex_new();
     cr_assert(cv != NULL && m != NULL);
-    t = st_thread_create(wait_on, cv, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(wait_on, cv);
     cr_assert_eq(st_usleep(1000), 0);
     ST_ASSERT_FAILS(st_cond_destroy(cv), EBUSY);
     cr_assert_eq(st_mutex_lock(m), 0);
@@ -865,15 +859,14 @@ Test(bad_input, values_set_on_a_zombie_are_the_callers_to_release)
 
     st_test_init();
     cr_assert_eq(st_key_create(&key, key_destructor), 0);
-    t = st_thread_create(finish_at_once, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(finish_at_once, NULL);
     cr_assert_eq(st_usleep(1000), 0); /* finished: its destructors have run */
     cr_assert_eq(st_thread_setspecific2(t, key, &v1), 0);
     cr_assert_eq(st_thread_setspecific2(t, key, &v2), 0);
     cr_assert_eq(key_value_destroyed, 1, "the replaced value was released");
     cr_assert_eq(st_thread_setspecific2(t, key, NULL), 0);
     cr_assert_eq(key_value_destroyed, 2);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
 }
 
 /* ---- across pthreads ------------------------------------------------------------------ */

@@ -3,25 +3,9 @@
  * st_cond_timedwait, st_cond_signal, st_cond_broadcast.
  */
 #include "st_test.h"
+#include "st_test_order.h"
 
 ST_TEST_SUITE(cond);
-
-static char order[64];
-static int order_len;
-
-static void order_reset(void)
-{
-    order_len = 0;
-    order[0] = '\0';
-}
-
-static void order_add(char c)
-{
-    if (order_len < (int)sizeof(order) - 1) {
-        order[order_len++] = c;
-    }
-    order[order_len] = '\0';
-}
 
 struct waiter {
     st_cond_t cv;
@@ -60,8 +44,7 @@ static st_thread_t start_waiter(struct waiter *w, st_cond_t cv, st_utime_t timeo
     w->timeout = timeout;
     w->letter = letter;
     w->rc = 99;
-    t = st_thread_create(waiter_main, w, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(waiter_main, w);
     return t;
 }
 
@@ -120,7 +103,7 @@ Test(cond, signal_wakes_exactly_one_in_fifo_order)
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_str_eq(order, "abc");
     for (i = 0; i < 3; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(w[i].rc, 0);
     }
     cr_assert_eq(st_cond_destroy(cv), 0);
@@ -146,7 +129,7 @@ Test(cond, broadcast_wakes_all)
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_str_eq(order, "abcde");
     for (i = 0; i < 5; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(w[i].rc, 0, "waiter %d", i);
         cr_assert_lt(w[i].elapsed, 500000);
     }
@@ -164,7 +147,7 @@ Test(cond, timedwait_times_out_with_etime)
     cr_assert_not_null(cv);
     cr_assert_eq(st_usleep(1000), 0);
     t = start_waiter(&w, cv, 20000, 'a');
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(w.rc, -1);
     cr_assert_eq(w.err, ETIME);
     cr_assert_geq(w.elapsed, 20000 - ST_TEST_SLACK_US);
@@ -218,12 +201,11 @@ Test(cond, timedwait_signalled_before_timeout)
     st_test_init();
     cv = st_cond_new();
     cr_assert_not_null(cv);
-    t = st_thread_create(signal_after_sleep, cv, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(signal_after_sleep, cv);
     start = st_test_now_us();
     cr_assert_eq(st_cond_timedwait(cv, 5000000), 0);
     cr_assert_lt(st_test_now_us() - start, ST_TEST_LATE_US);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     /* The cancelled timeout does not fire later. */
     cr_assert_eq(st_usleep(2000), 0);
     cr_assert_eq(st_cond_destroy(cv), 0);
@@ -237,10 +219,9 @@ Test(cond, wait_in_primordial_woken_by_coroutine)
     st_test_init();
     cv = st_cond_new();
     cr_assert_not_null(cv);
-    t = st_thread_create(signal_after_sleep, cv, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(signal_after_sleep, cv);
     cr_assert_eq(st_cond_wait(cv), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_cond_destroy(cv), 0);
 }
 
@@ -258,7 +239,7 @@ Test(cond, destroy_with_waiters_is_ebusy)
     ST_ASSERT_FAILS(st_cond_destroy(cv), EBUSY);
     /* The cond is intact and still wakes its waiter. */
     cr_assert_eq(st_cond_signal(cv), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(w.rc, 0);
     cr_assert_eq(st_cond_destroy(cv), 0);
 }
@@ -277,7 +258,7 @@ Test(cond, destroy_is_ebusy_until_a_woken_waiter_has_run)
     st_thread_yield();
     cr_assert_eq(st_cond_signal(cv), 0);
     ST_ASSERT_FAILS(st_cond_destroy(cv), EBUSY);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(w.rc, 0);
     cr_assert_eq(st_cond_destroy(cv), 0);
 }
@@ -296,8 +277,8 @@ Test(cond, interrupt_wakes_waiter_with_eintr)
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t[0]);
     st_thread_interrupt(t[1]);
-    cr_assert_eq(st_thread_join(t[0], NULL), 0);
-    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    st_test_join(t[0]);
+    st_test_join(t[1]);
     cr_assert_eq(w[0].rc, -1);
     cr_assert_eq(w[0].err, EINTR);
     cr_assert_eq(w[1].rc, -1);
@@ -322,10 +303,10 @@ Test(cond, interrupted_waiter_does_not_take_a_signal)
     t[1] = start_waiter(&w[1], cv, ST_UTIME_NO_TIMEOUT, 'b');
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t[0]);
-    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    st_test_join(t[0]);
     /* The only waiter left is b, so one signal must wake it. */
     cr_assert_eq(st_cond_signal(cv), 0);
-    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    st_test_join(t[1]);
     cr_assert_eq(w[1].rc, 0);
     cr_assert_str_eq(order, "ab");
     cr_assert_eq(st_cond_destroy(cv), 0);
@@ -349,14 +330,11 @@ static void *pending_interrupt_wait(void *arg)
 Test(cond, pending_interrupt_fails_wait_once)
 {
     struct waiter w = {0};
-    st_thread_t t;
 
     st_test_init();
     w.cv = st_cond_new();
     cr_assert_not_null(w.cv);
-    t = st_thread_create(pending_interrupt_wait, &w, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(pending_interrupt_wait, &w);
     cr_assert_eq(w.rc, -1);
     cr_assert_eq(w.err, EINTR);
     cr_assert_eq(w.done, -1);
@@ -478,7 +456,7 @@ Test(cond, consecutive_signals_wake_distinct_waiters)
     /* A broadcast after a signal wakes the rest exactly once. */
     cr_assert_eq(st_cond_broadcast(cv), 0);
     for (i = 0; i < 3; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(w[i].rc, 0);
     }
     cr_assert_str_eq(order, "abc");
@@ -498,10 +476,9 @@ Test(cond, a_signalled_timedwait_does_not_cut_the_next_one_short)
     st_test_init();
     cv = st_cond_new();
     cr_assert_not_null(cv);
-    t = st_thread_create(signal_after_sleep, cv, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(signal_after_sleep, cv);
     cr_assert_eq(st_cond_timedwait(cv, 200000), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     start = st_test_now_us();
     ST_ASSERT_FAILS(st_cond_timedwait(cv, 300000), ETIME);
     cr_assert_geq(st_test_now_us() - start, 300000LL - ST_TEST_SLACK_US);

@@ -208,7 +208,7 @@ static void run_workers(int fp)
         cr_assert_not_null(threads[i], "st_thread_create: %s", strerror(errno));
     }
     for (int i = 0; i < WORKERS; i++) {
-        cr_assert_eq(st_thread_join(threads[i], NULL), 0);
+        st_test_join(threads[i]);
     }
     for (int i = 0; i < WORKERS; i++) {
         uint64_t expected = compute(&workers[i], no_switch);
@@ -240,7 +240,7 @@ Test(context, primordial_registers_survive_switches)
 
         cr_assert_not_null(t);
         w.result = compute(&w, st_thread_yield);
-        cr_assert_eq(st_thread_join(t, NULL), 0);
+        st_test_join(t);
         cr_expect_eq(w.result, compute(&w, no_switch), "primordial, fp %d", fp);
         cr_expect_eq(other.result, compute(&other, no_switch), "coroutine, fp %d", fp);
     }
@@ -284,11 +284,10 @@ Test(context, each_coroutine_keeps_its_rounding_mode)
     st_test_init();
     cr_assert_eq(fegetround(), FE_TONEAREST);
     for (int i = 0; i < N; i++) {
-        t[i] = st_thread_create(keep_rounding, &modes[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(keep_rounding, &modes[i]);
     }
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_expect_eq(modes[i].changed_after, 0,
                      "coroutine %d: rounding mode %#x lost after %d switches", i,
                      (unsigned)modes[i].mode, modes[i].changed_after);
@@ -381,7 +380,7 @@ Test(context, deep_recursion_with_yields_on_small_stacks)
         cr_assert_not_null(t[i]);
     }
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_expect_geq(deeps[i].reached + FRAME_BYTES, deeps[i].target, "stack %d", sizes[i]);
         cr_expect_gt(deeps[i].depth, 10, "stack %d", sizes[i]);
         cr_expect_eq(deeps[i].corrupt, 0, "stack %d: corrupted frame bytes", sizes[i]);

@@ -156,8 +156,7 @@ static void exercise_scheduler(void)
     st_thread_t t;
 
     touched = 0;
-    t = st_thread_create(touch, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(touch, NULL);
     cr_assert_not_null(st_thread_create(touch, NULL, 0, 0));
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, (void *)(intptr_t)7);
@@ -233,8 +232,7 @@ Test(init_eventsys, primordial_stack_bounds_are_accepted)
 
     cr_assert_eq(st_init(), 0);
     st_set_primordial_stack(region + sizeof(region), region);
-    t = st_thread_create(touch, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(touch, NULL);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, (void *)(intptr_t)7);
     cr_assert_eq(st_usleep(1000), 0);
@@ -267,8 +265,7 @@ Test(init_eventsys, calls_before_init_fail_cleanly)
 
     cr_assert_eq(st_init(), 0);
     cr_assert_eq(st_get_eventsys(), ST_EVENTSYS_SELECT);
-    t = st_thread_create(touch, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(touch, NULL);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, (void *)(intptr_t)7);
 }
@@ -286,8 +283,7 @@ Test(init_eventsys, destroy_outside_the_primordial_is_refused)
     st_thread_t t;
 
     cr_assert_eq(st_init(), 0);
-    t = st_thread_create(destroy_from_coroutine, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(destroy_from_coroutine, NULL);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     /* The scheduler survived and still works. */
     cr_assert_eq((intptr_t)ret, ST_EVENTSYS_SELECT);

@@ -39,12 +39,11 @@ static void interrupt_sleeper(struct sleeper *s)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(sleeper_main, s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(sleeper_main, s);
     cr_assert_eq(st_usleep(2000), 0);
     cr_assert_eq(s->done, 0, "sleeper returned before being interrupted (rc %d)", s->rc);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s->done, 1);
     cr_assert_eq(s->rc, -1);
     cr_assert_eq(s->err, EINTR);
@@ -94,12 +93,12 @@ Test(interrupt, interrupted_sleeper_leaves_the_timer_queue)
     cr_assert_not_null(tb);
     st_thread_yield();
     st_thread_interrupt(ta);
-    cr_assert_eq(st_thread_join(ta, NULL), 0);
+    st_test_join(ta);
     cr_assert_eq(a.rc, -1);
     cr_assert_eq(a.err, EINTR);
     /* The other sleeper is unaffected and still sleeps its full time. */
     cr_assert_eq(b.done, 0);
-    cr_assert_eq(st_thread_join(tb, NULL), 0);
+    st_test_join(tb);
     cr_assert_eq(b.rc, 0);
     cr_assert_geq(b.elapsed, 4000 - ST_TEST_SLACK_US);
     /* And the scheduler keeps timing correctly afterwards. */
@@ -126,12 +125,9 @@ static void *self_interrupt_usleep(void *arg)
 Test(interrupt, flag_is_sticky_and_consumed_once)
 {
     struct sticky s = {0};
-    st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(self_interrupt_usleep, &s, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(self_interrupt_usleep, &s);
     cr_assert_eq(s.first_rc, -1);
     cr_assert_eq(s.first_err, EINTR);
     cr_assert_eq(s.second_rc, 0);
@@ -154,11 +150,10 @@ Test(interrupt, runnable_thread_sees_flag_at_first_block)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(sleeper_main, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(sleeper_main, &s);
     /* Interrupted before it ever ran. */
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s.rc, -1);
     cr_assert_eq(s.err, EINTR);
     cr_assert_lt(s.elapsed, 500000);
@@ -183,12 +178,9 @@ static void *self_interrupt_join(void *arg)
 Test(interrupt, pending_flag_fails_join)
 {
     struct sticky s = {.first_rc = 99, .second_rc = 99};
-    st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(self_interrupt_join, &s, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(self_interrupt_join, &s);
     cr_assert_eq(s.first_rc, -1);
     cr_assert_eq(s.first_err, EINTR);
     cr_assert_eq(s.second_rc, 0);
@@ -206,8 +198,7 @@ Test(interrupt, zombie_is_unaffected)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(finish_quickly, &token, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(finish_quickly, &token);
     cr_assert_eq(st_usleep(1000), 0); /* t finishes and waits for its joiner */
     st_thread_interrupt(t);
     cr_assert_eq(st_usleep(1000), 0);
@@ -242,8 +233,7 @@ Test(interrupt, many_sleepers)
 
     st_test_init();
     for (i = 0; i < N; i++) {
-        t[i] = st_thread_create(sleep_forever, &count, 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(sleep_forever, &count);
     }
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_eq(count, 0);
@@ -256,7 +246,7 @@ Test(interrupt, many_sleepers)
         st_thread_interrupt(t[i]);
     }
     for (i = 0; i < N; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     cr_assert_eq(count, N);
 }

@@ -132,13 +132,12 @@ Test(io, read_waits_for_data)
     dw.delay = 5000;
     dw.data = "late";
     /* The writer only starts (and starts its delay) once the read blocks. */
-    t = st_thread_create(delayed_writer, &dw, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(delayed_writer, &dw);
     start = st_test_now_us();
     cr_assert_eq(st_read(a, buf, sizeof(buf), ST_UTIME_NO_TIMEOUT), 4);
     cr_assert_str_eq(buf, "late");
     cr_assert_geq(st_test_now_us() - start, 5000 - ST_TEST_SLACK_US);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_netfd_close(a), 0);
     cr_assert_eq(st_netfd_close(b), 0);
 }
@@ -173,10 +172,9 @@ Test(io, read_eof_wakes_a_waiting_reader)
     dw.delay = 3000;
     dw.data = "";
     dw.close_after = 1;
-    t = st_thread_create(delayed_writer, &dw, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(delayed_writer, &dw);
     cr_assert_eq(st_read(nfd, buf, sizeof(buf), 5000000), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_netfd_close(nfd), 0);
 }
 
@@ -248,12 +246,11 @@ Test(io, interrupt_wakes_blocked_read)
     st_test_init();
     r.nfd = st_test_socketpair_raw(&raw);
     r.rc = 99;
-    t = st_thread_create(reader_main, &r, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(reader_main, &r);
     cr_assert_eq(st_usleep(2000), 0);
     cr_assert_eq(r.rc, 99);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(r.rc, -1);
     cr_assert_eq(r.err, EINTR);
     cr_assert_eq(st_netfd_close(r.nfd), 0);
@@ -344,11 +341,10 @@ Test(io, read_fully_collects_pieces)
     nfd = st_test_socketpair_raw(&dw.raw);
     dw.delay = 500;
     dw.data = "0123456789";
-    t = st_thread_create(write_in_pieces, &dw, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(write_in_pieces, &dw);
     cr_assert_eq(st_read_fully(nfd, buf, 10, 5000000), 10);
     cr_assert_str_eq(buf, "0123456789");
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(dw.raw);
 }
@@ -457,12 +453,11 @@ Test(io, readv_waits_for_data)
     nfd = st_test_socketpair_raw(&dw.raw);
     dw.delay = 3000;
     dw.data = "waited";
-    t = st_thread_create(delayed_writer, &dw, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(delayed_writer, &dw);
     cr_assert_eq(st_readv(nfd, iov, 2, 5000000), 6);
     cr_assert_eq(memcmp(a, "wa", 2), 0);
     cr_assert_eq(memcmp(b, "ited", 4), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(dw.raw);
 }
@@ -589,10 +584,9 @@ Test(io, write_blocks_until_peer_drains)
     st_test_socketpair(&a, &b);
     s.nfd = b;
     s.expect = BIG;
-    t = st_thread_create(pattern_sink, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(pattern_sink, &s);
     cr_assert_eq(st_write(a, data, BIG, ST_UTIME_NO_TIMEOUT), BIG);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s.got, BIG);
     cr_assert_eq(s.bad, 0);
     cr_assert_eq(st_netfd_close(a), 0);
@@ -613,11 +607,10 @@ Test(io, write_resid_complete)
     st_test_socketpair(&a, &b);
     s.nfd = b;
     s.expect = BIG / 2;
-    t = st_thread_create(pattern_sink, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(pattern_sink, &s);
     cr_assert_eq(st_write_resid(a, data, &resid, 5000000), 0);
     cr_assert_eq(resid, 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s.got, BIG / 2);
     cr_assert_eq(s.bad, 0);
     cr_assert_eq(st_netfd_close(a), 0);
@@ -721,10 +714,9 @@ Test(io, writev_large_blocks_until_drained)
     split_into_iov(data, BIG, iov, 5);
     s.nfd = b;
     s.expect = BIG;
-    t = st_thread_create(pattern_sink, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(pattern_sink, &s);
     cr_assert_eq(st_writev(a, iov, 5, ST_UTIME_NO_TIMEOUT), BIG);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s.got, BIG);
     cr_assert_eq(s.bad, 0);
     cr_assert_eq(st_netfd_close(a), 0);
@@ -748,12 +740,11 @@ Test(io, writev_resid_complete_consumes_the_vector)
     split_into_iov(data, BIG, vec, 4);
     s.nfd = b;
     s.expect = BIG;
-    t = st_thread_create(pattern_sink, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(pattern_sink, &s);
     cr_assert_eq(st_writev_resid(a, &iov, &n, 5000000), 0);
     cr_assert_eq(n, 0);
     cr_assert_eq(iov, &vec[4]);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s.got, BIG);
     cr_assert_eq(s.bad, 0);
 
@@ -870,8 +861,7 @@ Test(io, ping_pong_between_coroutines)
     st_test_socketpair(&a, &b);
     p.nfd = b;
     p.rounds = 200;
-    t = st_thread_create(echo_back, &p, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(echo_back, &p);
     for (i = 0; i < 200; i++) {
         char msg[32];
         char buf[32];
@@ -881,7 +871,7 @@ Test(io, ping_pong_between_coroutines)
         cr_assert_eq(st_read_fully(a, buf, (size_t)len, 1000000), len);
         cr_assert_eq(memcmp(buf, msg, (size_t)len), 0);
     }
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(p.ok, 200);
     cr_assert_eq(st_netfd_close(a), 0);
     cr_assert_eq(st_netfd_close(b), 0);

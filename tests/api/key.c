@@ -128,11 +128,10 @@ Test(key, values_are_per_coroutine)
     for (i = 0; i < 2; i++) {
         s[i].key = k;
         s[i].initial = &mine;
-        t[i] = st_thread_create(check_own_slot, &s[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(check_own_slot, &s[i]);
     }
     for (i = 0; i < 2; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_null(s[i].initial, "a new coroutine inherited a value");
         cr_assert_not_null(s[i].after_set, "coroutine %d lost its own value", i);
     }
@@ -182,7 +181,6 @@ static void *set_some_values(void *arg)
 Test(key, destructors_run_once_at_exit)
 {
     int keys[4];
-    st_thread_t t;
     int i;
 
     st_test_init();
@@ -192,9 +190,7 @@ Test(key, destructors_run_once_at_exit)
     cr_assert_eq(st_key_create(&keys[1], record_destroy2), 0);
     cr_assert_eq(st_key_create(&keys[2], record_destroy), 0);
     cr_assert_eq(st_key_create(&keys[3], NULL), 0);
-    t = st_thread_create(set_some_values, keys, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(set_some_values, keys);
     cr_assert_eq(ndestroyed, 1);
     cr_assert_eq(destroyed[0], &slot_values[0]);
     cr_assert_eq(ndestroyed2, 1);
@@ -224,14 +220,11 @@ static void *exit_with_value(void *arg)
 Test(key, destructors_run_on_explicit_exit)
 {
     int k;
-    st_thread_t t;
 
     st_test_init();
     ndestroyed = 0;
     cr_assert_eq(st_key_create(&k, record_destroy), 0);
-    t = st_thread_create(exit_with_value, &k, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(exit_with_value, &k);
     cr_assert_eq(ndestroyed, 1);
     cr_assert_eq(destroyed[0], &slot_values[2]);
 }
@@ -254,8 +247,7 @@ Test(key, setspecific2_sets_another_coroutine)
     st_test_init();
     ndestroyed = 0;
     cr_assert_eq(st_key_create(&k, record_destroy), 0);
-    t = st_thread_create(read_slot, &k, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(read_slot, &k);
     cr_assert_eq(st_thread_setspecific2(t, k, &other), 0);
     cr_assert_eq(st_thread_setspecific2(t, k, &value), 0);
     /* The replaced value was destroyed; the primordial's slot is untouched. */

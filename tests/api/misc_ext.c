@@ -55,7 +55,7 @@ static uintptr_t reference_residue(void)
     /* A size no later probe asks for, so that its stack is not reused by them. */
     t = st_thread_create(record_local, &ref, 1, 20480);
     cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     st_randomize_stacks(was_on);
     return ref.frame % 16;
 }
@@ -73,7 +73,7 @@ static void probe_stacks(struct probe *probes, int stack_size)
     }
     /* All run (and keep their stacks as zombies) before the first join returns. */
     for (i = 0; i < PROBES; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     for (i = 0; i < PROBES; i++) {
         cr_assert_neq(probes[i].frame, 0);
@@ -220,7 +220,7 @@ Test(misc_ext, randomized_stacks_keep_their_usable_size)
             cr_assert_not_null(t[k]);
         }
         for (k = 0; k < 8; k++) {
-            cr_assert_eq(st_thread_join(t[k], NULL), 0);
+            st_test_join(t[k]);
             cr_assert(d[k].ok, "stack of %d bytes, coroutine %d: data lost", sizes[i], k);
         }
     }

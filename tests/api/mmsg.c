@@ -242,8 +242,7 @@ Test(mmsg, recvmmsg_waits_until_data_arrives)
     r.nfd = u.b;
     r.from_port = u.pa;
     r.want = 3;
-    t = st_thread_create(receive_batches, &r, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(receive_batches, &r);
     /* The receiver runs, finds nothing and blocks; the primordial keeps running. */
     cr_assert_eq(st_usleep(10000), 0);
     cr_assert_eq(r.done, 0);
@@ -252,7 +251,7 @@ Test(mmsg, recvmmsg_waits_until_data_arrives)
 
     out_batch_fill(&out, 0, &u.sb);
     cr_assert_eq(st_sendmmsg(u.a, out.msgs, 3, 0, 1000000), 3);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(r.err, 0, "receiver failed: %s", strerror(r.err));
     cr_assert_eq(r.got, 3);
     cr_assert_geq(r.waited_us, 10000 - ST_TEST_SLACK_US);
@@ -291,8 +290,7 @@ Test(mmsg, blocked_primordial_wakes_for_a_batch)
     d.nfd = u.a;
     d.to = &u.sb;
     d.count = BATCH;
-    t = st_thread_create(send_batch_later, &d, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(send_batch_later, &d);
     start = st_test_now_us();
     while (got < BATCH) {
         int n;
@@ -307,7 +305,7 @@ Test(mmsg, blocked_primordial_wakes_for_a_batch)
         got += n;
     }
     cr_assert_geq(st_test_now_us() - start, 3000 - ST_TEST_SLACK_US);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(d.rc, BATCH);
     st_test_udp_pair_close(&u);
 }
@@ -366,21 +364,18 @@ Test(mmsg, interrupt_wakes_recvmmsg_with_eintr)
     st_test_init();
     st_test_udp_pair_open(&u);
     b.nfd = u.b;
-    t = st_thread_create(recvmmsg_forever, &b, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(recvmmsg_forever, &b);
     cr_assert_eq(st_usleep(2000), 0);
     cr_assert_eq(b.rc, 99, "st_recvmmsg returned without data");
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(b.rc, -1);
     cr_assert_eq(b.err, EINTR);
 
     /* A pending interrupt fails the call once it would have to wait. */
     b.rc = 99;
     b.interrupt_self = 1;
-    t = st_thread_create(recvmmsg_forever, &b, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(recvmmsg_forever, &b);
     cr_assert_eq(b.rc, -1);
     cr_assert_eq(b.err, EINTR);
 
@@ -602,8 +597,7 @@ Test(mmsg, sendmmsg_waits_for_room)
     /* A reader makes room; the blocked sender wakes and sends. */
     d.nfd = b;
     d.want = sent + BATCH;
-    t = st_thread_create(drain_later, &d, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(drain_later, &d);
     start = st_test_now_us();
     seq_batch_fill(&out, sent);
     n = st_sendmmsg(a, out.msgs, BATCH, 0, 2000000);
@@ -616,7 +610,7 @@ Test(mmsg, sendmmsg_waits_for_room)
         cr_assert_gt(n, 0, "st_sendmmsg: %s", strerror(errno));
         sent += n;
     }
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(d.got, d.want);
     cr_assert(d.in_order, "datagrams arrived out of order or damaged");
     cr_assert_eq(st_netfd_close(a), 0);
@@ -644,8 +638,7 @@ Test(mmsg, many_receivers_each_get_their_batches)
         peers[i].r.nfd = peers[i].u.b;
         peers[i].r.from_port = peers[i].u.pa;
         peers[i].r.want = BATCH;
-        peers[i].t = st_thread_create(receive_batches, &peers[i].r, 1, 0);
-        cr_assert_not_null(peers[i].t);
+        peers[i].t = st_test_spawn(receive_batches, &peers[i].r);
     }
     cr_assert_eq(st_usleep(2000), 0);
     /* Send in reverse order of waiting. */
@@ -654,7 +647,7 @@ Test(mmsg, many_receivers_each_get_their_batches)
         cr_assert_eq(st_sendmmsg(peers[i].u.a, out.msgs, BATCH, 0, 1000000), BATCH);
     }
     for (i = 0; i < PEERS; i++) {
-        cr_assert_eq(st_thread_join(peers[i].t, NULL), 0);
+        st_test_join(peers[i].t);
         cr_assert_eq(peers[i].r.got, BATCH, "receiver %d got %d (%s)", i, peers[i].r.got,
                      strerror(peers[i].r.err));
         cr_assert_eq(peers[i].r.err, 0);

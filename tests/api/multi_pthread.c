@@ -257,8 +257,7 @@ Test(multi_pthread, a_sleeping_pthread_does_not_block_another)
     cr_assert_eq(pthread_create(&tid, NULL, sleep_long_in_pthread, &other_rc), 0);
     st_test_init();
     start = st_test_now_us();
-    t = st_thread_create(return_self, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(return_self, NULL);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, t);
     cr_assert_eq(st_usleep(2000), 0);

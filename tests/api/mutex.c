@@ -3,25 +3,9 @@
  * st_mutex_trylock.
  */
 #include "st_test.h"
+#include "st_test_order.h"
 
 ST_TEST_SUITE(mutex);
-
-static char order[64];
-static int order_len;
-
-static void order_reset(void)
-{
-    order_len = 0;
-    order[0] = '\0';
-}
-
-static void order_add(char c)
-{
-    if (order_len < (int)sizeof(order) - 1) {
-        order[order_len++] = c;
-    }
-    order[order_len] = '\0';
-}
 
 Test(mutex, lock_unlock)
 {
@@ -84,15 +68,12 @@ static void *try_unlock(void *arg)
 Test(mutex, unlock_by_non_owner_is_eperm)
 {
     struct attempt a = {0};
-    st_thread_t t;
 
     st_test_init();
     a.m = st_mutex_new();
     cr_assert_not_null(a.m);
     cr_assert_eq(st_mutex_lock(a.m), 0);
-    t = st_thread_create(try_unlock, &a, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(try_unlock, &a);
     cr_assert_eq(a.rc, -1);
     cr_assert_eq(a.err, EPERM);
     /* The owner still holds it. */
@@ -118,7 +99,6 @@ static void *try_lock(void *arg)
 Test(mutex, trylock)
 {
     struct attempt a = {0};
-    st_thread_t t;
     st_mutex_t m;
 
     st_test_init();
@@ -128,18 +108,14 @@ Test(mutex, trylock)
     /* Held: even the owner gets EBUSY. */
     ST_ASSERT_FAILS(st_mutex_trylock(m), EBUSY);
     a.m = m;
-    t = st_thread_create(try_lock, &a, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(try_lock, &a);
     cr_assert_eq(a.rc, -1);
     cr_assert_eq(a.err, EBUSY);
     cr_assert_eq(st_mutex_unlock(m), 0);
 
     memset(&a, 0, sizeof(a));
     a.m = m;
-    t = st_thread_create(try_lock, &a, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(try_lock, &a);
     cr_assert_eq(a.rc, 0);
     cr_assert_eq(st_mutex_destroy(m), 0);
 }
@@ -180,8 +156,7 @@ static st_thread_t start_locker(struct locker *l, st_mutex_t m, char letter)
     l->m = m;
     l->letter = letter;
     l->rc = 99;
-    t = st_thread_create(locker_main, l, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(locker_main, l);
     return t;
 }
 
@@ -211,7 +186,7 @@ Test(mutex, waiters_acquire_fifo_with_direct_handoff)
     ST_ASSERT_FAILS(st_mutex_destroy(m), EBUSY);
 
     for (i = 0; i < 3; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     cr_assert_str_eq(order, "abc");
     for (i = 0; i < 3; i++) {
@@ -241,7 +216,7 @@ Test(mutex, late_locker_queues_behind_earlier_waiters)
     /* c asks after the hand-off to a: it must wait behind b. */
     t[2] = start_locker(&l[2], m, 'c');
     for (i = 0; i < 3; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     cr_assert_str_eq(order, "abc");
     cr_assert_eq(st_mutex_destroy(m), 0);
@@ -282,8 +257,7 @@ Test(mutex, mutual_exclusion_across_sleeps)
     m = st_mutex_new();
     cr_assert_not_null(m);
     for (i = 0; i < 4; i++) {
-        t[i] = st_thread_create(critical_worker, m, 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(critical_worker, m);
     }
     for (i = 0; i < 4; i++) {
         void *ret = NULL;
@@ -326,7 +300,7 @@ Test(mutex, destroy_while_waited_is_ebusy)
     ST_ASSERT_FAILS(st_mutex_destroy(m), EBUSY);
     cr_assert_eq(st_mutex_unlock(m), 0);
     ST_ASSERT_FAILS(st_mutex_destroy(m), EBUSY); /* now held by the waiter */
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(l.rc, 0);
     cr_assert_eq(st_mutex_destroy(m), 0);
 }
@@ -346,14 +320,14 @@ Test(mutex, interrupt_wakes_waiter_without_the_lock)
     t[1] = start_locker(&l[1], m, 'b');
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t[0]);
-    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    st_test_join(t[0]);
     cr_assert_eq(l[0].rc, -1);
     cr_assert_eq(l[0].err, EINTR);
     cr_assert_eq(l[0].acquired, 0);
     /* The primordial still owns it; the hand-off now goes to b. */
     ST_ASSERT_FAILS(st_mutex_lock(m), EDEADLK);
     cr_assert_eq(st_mutex_unlock(m), 0);
-    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    st_test_join(t[1]);
     cr_assert_eq(l[1].rc, 0);
     cr_assert_str_eq(order, "b");
     cr_assert_eq(st_mutex_trylock(m), 0);
@@ -380,14 +354,11 @@ static void *self_interrupt_lock(void *arg)
 Test(mutex, pending_interrupt_fails_uncontended_lock)
 {
     struct attempt a = {0};
-    st_thread_t t;
 
     st_test_init();
     a.m = st_mutex_new();
     cr_assert_not_null(a.m);
-    t = st_thread_create(self_interrupt_lock, &a, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(self_interrupt_lock, &a);
     cr_assert_eq(a.rc, -1);
     cr_assert_eq(a.err, EINTR);
     cr_assert_eq(a.done, 0);
@@ -414,7 +385,7 @@ Test(mutex, pending_interrupt_fails_contended_lock)
     ST_ASSERT_FAILS(st_mutex_lock(m), EINTR);
     cr_assert_eq(st_mutex_lock(m), 0); /* waits for a, then gets it */
     cr_assert_eq(st_mutex_unlock(m), 0);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_mutex_destroy(m), 0);
 }
 

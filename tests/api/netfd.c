@@ -162,15 +162,14 @@ Test(netfd, close_while_waited_on_is_ebusy)
     br.nfd = st_test_socketpair_raw(&raw);
     br.rc = 99;
     osfd = st_netfd_fileno(br.nfd);
-    t = st_thread_create(blocked_read, &br, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(blocked_read, &br);
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_eq(br.rc, 99);
     ST_ASSERT_FAILS(st_netfd_close(br.nfd), EBUSY);
     cr_assert(st_test_fd_is_open(osfd));
     /* The waiter is unharmed and gets its data. */
     cr_assert_eq(write(raw, "hi", 2), 2);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(br.rc, 2);
     cr_assert_eq(memcmp(br.buf, "hi", 2), 0);
     cr_assert_eq(st_netfd_close(br.nfd), 0);
@@ -186,11 +185,10 @@ Test(netfd, close_after_interrupted_wait)
 
     st_test_init();
     br.nfd = st_test_socketpair_raw(&raw);
-    t = st_thread_create(blocked_read, &br, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(blocked_read, &br);
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(br.rc, -1);
     cr_assert_eq(br.err, EINTR);
     /* The interrupted waiter is no longer registered. */
@@ -237,7 +235,7 @@ static void expect_reader_hears(st_netfd_t nfd, int peer)
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_eq(br.rc, 99, "the reader did not wait");
     cr_assert_eq(write(peer, "hi", 2), 2);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(br.rc, 2, "the reader of the reused number got %zd (%s)", br.rc,
                  strerror(br.err));
     cr_assert_eq(memcmp(br.buf, "hi", 2), 0);
@@ -255,8 +253,7 @@ Test(netfd, number_reused_while_a_freed_netfd_is_waited_on)
     st_test_init();
     old.nfd = st_test_socketpair_raw(&raw);
     osfd = st_netfd_fileno(old.nfd);
-    t = st_thread_create(blocked_read, &old, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(blocked_read, &old);
     cr_assert_eq(st_usleep(1000), 0);
     /* Freeing a netfd that a coroutine waits on is allowed; its number is then reused. */
     st_netfd_free(old.nfd);
@@ -266,7 +263,7 @@ Test(netfd, number_reused_while_a_freed_netfd_is_waited_on)
     cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
     expect_reader_hears(fresh, peer);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(old.rc, -1, "the old waiter read %zd bytes", old.rc);
     /* And after the old waiter has left. */
     expect_reader_hears(fresh, peer);
@@ -287,8 +284,7 @@ Test(netfd, number_reused_after_the_waiter_of_a_freed_netfd_left)
     st_test_init();
     old.nfd = st_test_socketpair_raw(&raw);
     osfd = st_netfd_fileno(old.nfd);
-    t = st_thread_create(blocked_read, &old, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(blocked_read, &old);
     cr_assert_eq(st_usleep(1000), 0);
     st_netfd_free(old.nfd);
     close(osfd);
@@ -296,7 +292,7 @@ Test(netfd, number_reused_after_the_waiter_of_a_freed_netfd_left)
     fresh = st_netfd_open_socket(osfd);
     cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     expect_reader_hears(fresh, peer);
     cr_assert_eq(st_netfd_close(fresh), 0);
     close(peer);

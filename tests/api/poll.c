@@ -51,8 +51,7 @@ Test(poll, waits_until_an_fd_is_ready)
     n2 = st_test_socketpair_raw(&r2);
     cr_assert_eq(st_usleep(1000), 0); /* fresh scheduler clock */
     /* The writer only starts (and starts its delay) once the poll blocks. */
-    t = st_thread_create(write_later, &r2, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(write_later, &r2);
     pds[0] = (struct pollfd){.fd = st_netfd_fileno(n1), .events = POLLIN};
     pds[1] = (struct pollfd){.fd = st_netfd_fileno(n2), .events = POLLIN};
     start = st_test_now_us();
@@ -60,7 +59,7 @@ Test(poll, waits_until_an_fd_is_ready)
     cr_assert_geq(st_test_now_us() - start, 3000 - ST_TEST_SLACK_US);
     cr_assert_eq(pds[0].revents, 0);
     cr_assert(pds[1].revents & POLLIN);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_netfd_close(n1), 0);
     cr_assert_eq(st_netfd_close(n2), 0);
     close(r1);
@@ -243,15 +242,14 @@ Test(poll, two_waiters_on_one_fd_both_wake)
     nfd = st_test_socketpair_raw(&raw);
     for (i = 0; i < 2; i++) {
         w[i] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
-        t[i] = st_thread_create(netfd_poll_main, &w[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(netfd_poll_main, &w[i]);
     }
     cr_assert_eq(st_usleep(2000), 0);
     cr_assert_eq(w[0].rc, 99);
     cr_assert_eq(w[1].rc, 99);
     cr_assert_eq(write(raw, "both", 4), 4);
     for (i = 0; i < 2; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(w[i].rc, 0, "waiter %d: rc %d errno %d", i, w[i].rc, w[i].err);
     }
     cr_assert_eq(st_netfd_close(nfd), 0);
@@ -271,16 +269,15 @@ Test(poll, waiter_timing_out_does_not_disturb_another)
     w[0] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 2000, .rc = 99};
     w[1] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
     for (i = 0; i < 2; i++) {
-        t[i] = st_thread_create(netfd_poll_main, &w[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(netfd_poll_main, &w[i]);
     }
-    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    st_test_join(t[0]);
     cr_assert_eq(w[0].rc, -1);
     cr_assert_eq(w[0].err, ETIME);
     cr_assert_eq(w[1].rc, 99);
     /* The remaining waiter is still registered and wakes on data. */
     cr_assert_eq(write(raw, "x", 1), 1);
-    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    st_test_join(t[1]);
     cr_assert_eq(w[1].rc, 0);
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(raw);
@@ -299,14 +296,13 @@ Test(poll, reader_and_writer_on_one_fd)
     w[0] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
     w[1] = (struct waiter){.nfd = nfd, .how = POLLOUT, .timeout = 5000000, .rc = 99};
     for (i = 0; i < 2; i++) {
-        t[i] = st_thread_create(netfd_poll_main, &w[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(netfd_poll_main, &w[i]);
     }
-    cr_assert_eq(st_thread_join(t[1], NULL), 0);
+    st_test_join(t[1]);
     cr_assert_eq(w[1].rc, 0);
     cr_assert_eq(w[0].rc, 99, "the reader woke without data");
     cr_assert_eq(write(raw, "x", 1), 1);
-    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    st_test_join(t[0]);
     cr_assert_eq(w[0].rc, 0);
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(raw);
@@ -320,11 +316,10 @@ Test(poll, interrupt_wakes_poll)
 
     st_test_init();
     w.nfd = st_test_socketpair_raw(&raw);
-    t = st_thread_create(netfd_poll_main, &w, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(netfd_poll_main, &w);
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(w.rc, -1);
     cr_assert_eq(w.err, EINTR);
     /* The fd is free of waiters again. */
@@ -379,8 +374,7 @@ Test(poll, many_fds_many_waiters)
     for (i = 0; i < N; i++) {
         m[i].nfd = st_test_socketpair_raw(&raw[i]);
         m[i].ok = 0;
-        t[i] = st_thread_create(read_one, &m[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(read_one, &m[i]);
     }
     cr_assert_eq(st_usleep(1000), 0);
     /* Wake them in a scrambled order, a few at a time. */
@@ -393,7 +387,7 @@ Test(poll, many_fds_many_waiters)
         }
     }
     for (i = 0; i < N; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(m[i].ok, 1, "reader %d", i);
         cr_assert_eq(st_netfd_close(m[i].nfd), 0);
         close(raw[i]);
@@ -550,8 +544,7 @@ Test(poll, ready_data_beats_an_expired_deadline_of_the_same_cycle)
     for (i = 0; i < n; i++) {
         r[i].nfd = st_test_socketpair_raw(&raw[i]);
         r[i].rc = 99;
-        t[i] = st_thread_create(read_with_deadline, &r[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(read_with_deadline, &r[i]);
     }
     cr_assert_eq(st_usleep(1000), 0);
     for (i = 0; i < n; i++) {
@@ -566,7 +559,7 @@ Test(poll, ready_data_beats_an_expired_deadline_of_the_same_cycle)
         ;
     }
     for (i = 0; i < n; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         if (r[i].rc != 1) {
             timed_out++;
         }

@@ -3,25 +3,9 @@
  * priority of timed-out coroutines over I/O-ready ones.
  */
 #include "st_test.h"
+#include "st_test_order.h"
 
 ST_TEST_SUITE(sched_order);
-
-static char order[128];
-static int order_len;
-
-static void order_reset(void)
-{
-    order_len = 0;
-    order[0] = '\0';
-}
-
-static void order_add(char c)
-{
-    if (order_len < (int)sizeof(order) - 1) {
-        order[order_len++] = c;
-    }
-    order[order_len] = '\0';
-}
 
 Test(sched_order, yield_alone_returns_at_once)
 {
@@ -51,8 +35,7 @@ Test(sched_order, yield_with_only_sleepers_returns_at_once)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(sleep_long, &rc, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(sleep_long, &rc);
     st_thread_yield(); /* t starts its long sleep */
     /* A sleeper that is not due does not hold up the yielding primordial. */
     start = st_test_now_us();
@@ -61,7 +44,7 @@ Test(sched_order, yield_with_only_sleepers_returns_at_once)
     cr_assert_lt(st_test_now_us() - start, ST_TEST_LATE_US);
     cr_assert_eq(rc, 99);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(rc, -1);
 }
 
@@ -113,11 +96,10 @@ Test(sched_order, earlier_deadline_wakes_first)
     st_test_init();
     order_reset();
     for (i = 0; i < 4; i++) {
-        t[i] = st_thread_create(sleep_then_log, &spec[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(sleep_then_log, &spec[i]);
     }
     for (i = 0; i < 4; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     cr_assert_str_eq(order, "abcd");
 }
@@ -133,11 +115,10 @@ Test(sched_order, equal_deadlines_wake_in_sleep_order)
     for (i = 0; i < 8; i++) {
         spec[i].usecs = 3000;
         spec[i].letter = (char)('a' + i);
-        t[i] = st_thread_create(sleep_then_log, &spec[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(sleep_then_log, &spec[i]);
     }
     for (i = 0; i < 8; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     cr_assert_str_eq(order, "abcdefgh");
 }
@@ -157,11 +138,10 @@ Test(sched_order, many_timers_wake_sorted)
 
         spec[i].usecs = 1000 + (st_utime_t)rank * 500;
         spec[i].letter = (char)(' ' + rank);
-        t[i] = st_thread_create(sleep_then_log, &spec[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(sleep_then_log, &spec[i]);
     }
     for (i = 0; i < N; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     cr_assert_eq(order_len, N);
     for (i = 0; i < N; i++) {
@@ -206,8 +186,8 @@ Test(sched_order, timed_out_runs_before_io_ready)
     /* Make both ready before the scheduler gets to look again. */
     cr_assert_eq(write(raw, "x", 1), 1);
     st_test_busy_wait_us(10000);
-    cr_assert_eq(st_thread_join(reader, NULL), 0);
-    cr_assert_eq(st_thread_join(sleeper, NULL), 0);
+    st_test_join(reader);
+    st_test_join(sleeper);
     cr_assert_str_eq(order, "sr");
     close(raw);
     cr_assert_eq(st_netfd_close(nfd), 0);
@@ -231,15 +211,14 @@ Test(sched_order, woken_threads_queue_behind_runnable_ones)
     order_reset();
     cv = st_cond_new();
     cr_assert_not_null(cv);
-    w = st_thread_create(wait_then_log, cv, 1, 0);
-    cr_assert_not_null(w);
+    w = st_test_spawn(wait_then_log, cv);
     st_thread_yield();
     cr_assert_not_null(st_thread_create(step_twice, "aA", 0, 0));
     cr_assert_eq(st_cond_signal(cv), 0);
     /* a was queued before the waiter was woken, so it runs first. */
     st_thread_yield();
     order_add('P');
-    cr_assert_eq(st_thread_join(w, NULL), 0);
+    st_test_join(w);
     st_thread_yield();
     cr_assert_str_eq(order, "awPA");
     cr_assert_eq(st_cond_destroy(cv), 0);

@@ -83,11 +83,10 @@ Test(sleep_time, sleepers_do_not_block_each_other)
     settle();
     start = st_test_now_us();
     for (i = 0; i < 3; i++) {
-        t[i] = st_thread_create(sleeper_main, &s[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(sleeper_main, &s[i]);
     }
     for (i = 0; i < 3; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
     }
     for (i = 0; i < 3; i++) {
         cr_assert_eq(s[i].rc, 0);
@@ -104,12 +103,11 @@ Test(sleep_time, sleep_forever_until_interrupted)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(sleeper_main, &s, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(sleeper_main, &s);
     cr_assert_eq(st_usleep(10000), 0);
     cr_assert_eq(s.rc, 99, "a sleep without timeout returned by itself");
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(s.rc, -1);
 }
 
@@ -355,8 +353,7 @@ Test(sleep_time, huge_timeouts_do_not_wrap)
     for (i = 0; i < 3; i++) {
         h[i].kind = i;
         h[i].rc = 99;
-        t[i] = st_thread_create(huge_timeout_wait, &h[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(huge_timeout_wait, &h[i]);
     }
     cr_assert_eq(st_usleep(5000), 0);
     for (i = 0; i < 3; i++) {
@@ -364,7 +361,7 @@ Test(sleep_time, huge_timeouts_do_not_wrap)
     }
     for (i = 0; i < 3; i++) {
         st_thread_interrupt(t[i]);
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(h[i].rc, -1);
         cr_assert_eq(h[i].err, EINTR);
     }

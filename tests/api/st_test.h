@@ -206,6 +206,26 @@ static inline void st_test_init(void)
                  st_get_eventsys());
 }
 
+/* A joinable coroutine on the default stack; the test fails if it cannot be made. */
+static inline st_thread_t st_test_spawn(void *(*fn)(void *), void *arg)
+{
+    st_thread_t t = st_thread_create(fn, arg, 1, 0);
+
+    cr_assert_not_null(t, "st_thread_create: %s", strerror(errno));
+    return t;
+}
+
+static inline void st_test_join(st_thread_t t)
+{
+    cr_assert_eq(st_thread_join(t, NULL), 0, "st_thread_join: %s", strerror(errno));
+}
+
+/* Runs fn(arg) in a coroutine of its own to its end. */
+static inline void st_test_run(void *(*fn)(void *), void *arg)
+{
+    st_test_join(st_test_spawn(fn, arg));
+}
+
 /* Monotonic wall clock in microseconds, independent of the library. */
 static inline long long st_test_now_us(void)
 {

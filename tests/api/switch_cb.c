@@ -86,8 +86,7 @@ Test(switch_cb, called_on_every_switch)
     me = st_thread_self();
     st_set_switch_in_cb(on_in);
     st_set_switch_out_cb(on_out);
-    t = st_thread_create(body, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(body, NULL);
     cr_assert_eq(in_log.n, 0, "callbacks ran without a switch");
     cr_assert_eq(out_log.n, 0);
 
@@ -98,7 +97,7 @@ Test(switch_cb, called_on_every_switch)
     cr_assert_eq(in_count_at_start, 1, "switch-in callback not called for a first run");
     cr_assert_eq(in_log.who[in_log.n - 1], me, "last switch-in was not the primordial");
 
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(st_usleep(1000), 0);
     /* t was switched out at its yield and its sleep, and in after each. */
     cr_assert_geq(count_of(&out_log, t), 2);
@@ -119,7 +118,6 @@ Test(switch_cb, null_stops_the_calls)
 {
     int in_n;
     int out_n;
-    st_thread_t t;
 
     st_test_init();
     st_set_switch_in_cb(on_in);
@@ -131,9 +129,7 @@ Test(switch_cb, null_stops_the_calls)
     cr_assert_eq(st_set_switch_out_cb(NULL), on_out);
     in_n = in_log.n;
     out_n = out_log.n;
-    t = st_thread_create(body, NULL, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(body, NULL);
     cr_assert_eq(st_usleep(500), 0);
     cr_assert_eq(in_log.n, in_n);
     cr_assert_eq(out_log.n, out_n);
@@ -182,7 +178,7 @@ Test(switch_cb, a_coroutine_is_switched_out_as_often_as_in_exit_included)
         t = st_thread_create(yield_and_sleep, NULL, joinable, 0);
         cr_assert_not_null(t);
         if (joinable) {
-            cr_assert_eq(st_thread_join(t, NULL), 0);
+            st_test_join(t);
         } else {
             while (!yield_and_sleep_done) {
                 cr_assert_eq(st_usleep(1000), 0);

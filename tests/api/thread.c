@@ -53,10 +53,9 @@ Test(thread, self_inside_coroutine_is_its_handle)
 
     st_test_init();
     me = st_thread_self();
-    t = st_thread_create(record_self, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(record_self, NULL);
     cr_assert_neq(t, me);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(seen_self, t);
     cr_assert_eq(st_thread_self(), me);
 }
@@ -109,8 +108,7 @@ Test(thread, coroutine_runs_on_its_own_stack)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(distance_from, (void *)(uintptr_t)&local, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(distance_from, (void *)(uintptr_t)&local);
     cr_assert_eq(st_thread_join(t, &distance), 0);
     cr_assert_gt((uintptr_t)distance, 16384,
                  "a coroutine local is only %zu bytes from the primordial's",
@@ -152,8 +150,7 @@ Test(thread, locals_survive_yields)
         args[i].id = i + 1;
         args[i].steps = 20;
         args[i].sum = -1;
-        t[i] = st_thread_create(count_with_yields, &args[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(count_with_yields, &args[i]);
     }
     for (i = 0; i < 4; i++) {
         void *ret = NULL;
@@ -242,8 +239,7 @@ Test(thread, default_stack_holds_about_128k)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(use_default_stack, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(use_default_stack, NULL);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq((uintptr_t)ret, 96);
 }
@@ -261,21 +257,17 @@ Test(thread, join_returns_start_value)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(return_arg, &token, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(return_arg, &token);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, &token);
 }
 
 Test(thread, join_with_null_retvalp)
 {
-    st_thread_t t;
 
     st_test_init();
     ran = 0;
-    t = st_thread_create(mark_ran, NULL, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(mark_ran, NULL);
     cr_assert_eq(ran, 1);
 }
 
@@ -286,8 +278,7 @@ Test(thread, join_drives_a_thread_that_has_not_run)
 
     st_test_init();
     ran = 0;
-    t = st_thread_create(mark_ran, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(mark_ran, NULL);
     cr_assert_eq(ran, 0);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ran, 1);
@@ -301,8 +292,7 @@ Test(thread, join_a_finished_thread)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(log_letter, "Z", 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(log_letter, "Z");
     order_len = 0;
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_str_eq(order, "Z");
@@ -310,8 +300,7 @@ Test(thread, join_a_finished_thread)
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_null(ret);
 
-    t = st_thread_create(return_arg, &token, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(return_arg, &token);
     cr_assert_eq(st_usleep(5000), 0);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq(ret, &token);
@@ -344,8 +333,7 @@ Test(thread, exit_from_nested_call_delivers_retval)
 
     st_test_init();
     after_exit = 0;
-    t = st_thread_create(calls_exit, NULL, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(calls_exit, NULL);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq((intptr_t)ret, 4242);
     cr_assert_eq(after_exit, 0, "code after st_thread_exit ran");
@@ -398,12 +386,9 @@ static void *join_self(void *arg)
 
 Test(thread, join_self_is_edeadlk)
 {
-    st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(join_self, NULL, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_run(join_self, NULL);
     cr_assert_eq(self_join_rc, -1);
     cr_assert_eq(self_join_errno, EDEADLK);
 }
@@ -441,15 +426,13 @@ Test(thread, second_joiner_is_einval)
     st_thread_t joiner;
 
     st_test_init();
-    target = st_thread_create(sleep_then_return, &token, 1, 0);
-    cr_assert_not_null(target);
+    target = st_test_spawn(sleep_then_return, &token);
     ja.target = target;
-    joiner = st_thread_create(join_target, &ja, 1, 0);
-    cr_assert_not_null(joiner);
+    joiner = st_test_spawn(join_target, &ja);
     st_thread_yield(); /* target starts sleeping, joiner waits on it */
     cr_assert_eq(ja.done, 0);
     ST_ASSERT_FAILS(st_thread_join(target, NULL), EINVAL);
-    cr_assert_eq(st_thread_join(joiner, NULL), 0);
+    st_test_join(joiner);
     cr_assert_eq(ja.rc, 0);
     cr_assert_eq(ja.ret, &token);
 }
@@ -463,19 +446,17 @@ Test(thread, second_joiner_is_einval_while_the_first_has_not_run_yet)
     st_thread_t joiner;
 
     st_test_init();
-    target = st_thread_create(sleep_then_return, &token, 1, 0);
-    cr_assert_not_null(target);
+    target = st_test_spawn(sleep_then_return, &token);
     ja.target = target;
-    joiner = st_thread_create(join_target, &ja, 1, 0);
-    cr_assert_not_null(joiner);
+    joiner = st_test_spawn(join_target, &ja);
     st_thread_yield();
     st_thread_interrupt(joiner);
     ST_ASSERT_FAILS(st_thread_join(target, NULL), EINVAL);
-    cr_assert_eq(st_thread_join(joiner, NULL), 0);
+    st_test_join(joiner);
     cr_assert_eq(ja.rc, -1);
     cr_assert_eq(ja.err, EINTR);
     /* Once it has run and given up, another coroutine may join. */
-    cr_assert_eq(st_thread_join(target, NULL), 0);
+    st_test_join(target);
 }
 
 Test(thread, interrupted_joiner_gets_eintr)
@@ -487,15 +468,13 @@ Test(thread, interrupted_joiner_gets_eintr)
     st_thread_t joiner;
 
     st_test_init();
-    target = st_thread_create(sleep_then_return, &token, 1, 0);
-    cr_assert_not_null(target);
+    target = st_test_spawn(sleep_then_return, &token);
     ja.target = target;
-    joiner = st_thread_create(join_target, &ja, 1, 0);
-    cr_assert_not_null(joiner);
+    joiner = st_test_spawn(join_target, &ja);
     st_thread_yield();
     cr_assert_eq(ja.done, 0);
     st_thread_interrupt(joiner);
-    cr_assert_eq(st_thread_join(joiner, NULL), 0);
+    st_test_join(joiner);
     cr_assert_eq(ja.done, 1);
     cr_assert_eq(ja.rc, -1);
     cr_assert_eq(ja.err, EINTR);
@@ -568,8 +547,7 @@ Test(thread, coroutines_create_and_join_coroutines)
     st_thread_t t;
 
     st_test_init();
-    t = st_thread_create(spawn_children, (void *)(intptr_t)10, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(spawn_children, (void *)(intptr_t)10);
     cr_assert_eq(st_thread_join(t, &ret), 0);
     cr_assert_eq((intptr_t)ret, 11);
 }
@@ -594,9 +572,7 @@ Test(thread, randomize_stacks_returns_previous_setting)
     }
     cr_assert_eq(st_randomize_stacks(0), 1);
     cr_assert_eq(st_randomize_stacks(0), 0);
-    t[0] = st_thread_create(use_some_stack, (void *)(intptr_t)9, 1, 0);
-    cr_assert_not_null(t[0]);
-    cr_assert_eq(st_thread_join(t[0], NULL), 0);
+    st_test_run(use_some_stack, (void *)(intptr_t)9);
 }
 
 /*
@@ -717,7 +693,7 @@ Test(thread, a_requested_stack_is_usable_to_three_quarters)
         st_thread_t t = st_thread_create(fill_stack_across_a_yield, &use, 1, cases[i].stack_size);
 
         cr_assert_not_null(t, "stack size %d: %s", cases[i].stack_size, strerror(errno));
-        cr_assert_eq(st_thread_join(t, NULL), 0);
+        st_test_join(t);
         cr_assert_eq(use.sum, 0x5aU * (unsigned)((cases[i].bytes + 511) / 512), "stack size %d",
                      cases[i].stack_size);
     }

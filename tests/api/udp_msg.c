@@ -58,11 +58,10 @@ Test(udp_msg, recvfrom_waits_for_a_datagram)
     st_test_udp_pair_open(&u);
     d.nfd = u.a;
     d.to = u.sb;
-    t = st_thread_create(send_later, &d, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(send_later, &d);
     cr_assert_eq(st_recvfrom(u.b, buf, sizeof(buf), NULL, NULL, 5000000), 5);
     cr_assert_str_eq(buf, "later");
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     st_test_udp_pair_close(&u);
 }
 
@@ -134,11 +133,10 @@ Test(udp_msg, interrupt_wakes_recvfrom)
     st_test_init();
     st_test_udp_pair_open(&u);
     r.nfd = u.b;
-    t = st_thread_create(recv_forever, &r, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(recv_forever, &r);
     cr_assert_eq(st_usleep(1000), 0);
     st_thread_interrupt(t);
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     cr_assert_eq(r.rc, -1);
     cr_assert_eq(r.err, EINTR);
     st_test_udp_pair_close(&u);
@@ -155,14 +153,13 @@ Test(udp_msg, two_receivers_share_a_socket)
     st_test_udp_pair_open(&u);
     for (i = 0; i < 2; i++) {
         r[i].nfd = u.b;
-        t[i] = st_thread_create(recv_forever, &r[i], 1, 0);
-        cr_assert_not_null(t[i]);
+        t[i] = st_test_spawn(recv_forever, &r[i]);
     }
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_eq(st_sendto(u.a, "1", 1, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 1);
     cr_assert_eq(st_sendto(u.a, "2", 1, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 1);
     for (i = 0; i < 2; i++) {
-        cr_assert_eq(st_thread_join(t[i], NULL), 0);
+        st_test_join(t[i]);
         cr_assert_eq(r[i].rc, 1, "receiver %d: rc %d errno %d", i, r[i].rc, r[i].err);
     }
     st_test_udp_pair_close(&u);
@@ -240,11 +237,10 @@ Test(udp_msg, recvmsg_waits_and_times_out)
 
     d.nfd = u.a;
     d.to = u.sb;
-    t = st_thread_create(sendmsg_later, &d, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(sendmsg_later, &d);
     cr_assert_eq(st_recvmsg(u.b, &msg, 0, 5000000), 3);
     cr_assert_str_eq(buf, "msg");
-    cr_assert_eq(st_thread_join(t, NULL), 0);
+    st_test_join(t);
     st_test_udp_pair_close(&u);
 }
 
@@ -320,8 +316,7 @@ Test(udp_msg, burst_of_datagrams)
     st_test_udp_pair_open(&u);
     d.nfd = u.a;
     d.to = u.sb;
-    t = st_thread_create(send_burst, &d, 1, 0);
-    cr_assert_not_null(t);
+    t = st_test_spawn(send_burst, &d);
     while ((rc = st_recvfrom(u.b, buf, sizeof(buf), NULL, NULL, 200000)) > 0) {
         cr_assert_eq(rc, 1024);
         got++;
