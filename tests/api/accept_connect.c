@@ -162,37 +162,24 @@ Test(accept_connect, accept_on_non_listening_socket_fails)
     cr_assert_eq(st_netfd_close(nfd), 0);
 }
 
-struct accepter {
-    st_netfd_t lfd;
-    st_netfd_t conn;
-    int err;
-};
-
-static void *accept_forever(void *arg)
+static long long accept_forever(struct st_test_blocked *b)
 {
-    struct accepter *a = arg;
-
-    errno = 0;
-    a->conn = st_accept(a->lfd, NULL, NULL, ST_UTIME_NO_TIMEOUT);
-    a->err = errno;
-    return NULL;
+    b->result = st_accept(b->nfd, NULL, NULL, ST_UTIME_NO_TIMEOUT);
+    return b->result != NULL ? 0 : -1;
 }
 
 Test(accept_connect, interrupt_wakes_accept)
 {
-    struct accepter a = {0};
+    struct st_test_blocked a = {.call = accept_forever};
     unsigned short port;
     st_thread_t t;
 
     st_test_init();
-    a.lfd = st_test_listener(&port, 16);
-    t = st_test_spawn(accept_forever, &a);
-    cr_assert_eq(st_usleep(1000), 0);
-    st_thread_interrupt(t);
-    st_test_join(t);
-    cr_assert_null(a.conn);
-    cr_assert_eq(a.err, EINTR);
-    cr_assert_eq(st_netfd_close(a.lfd), 0);
+    a.nfd = st_test_listener(&port, 16);
+    t = st_test_block_and_sleep(&a, 1000);
+    st_test_interrupt_blocked(t, &a);
+    cr_assert_null(a.result);
+    cr_assert_eq(st_netfd_close(a.nfd), 0);
 }
 
 /*

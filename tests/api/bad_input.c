@@ -9,7 +9,6 @@
  */
 #include "st_test.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -38,36 +37,14 @@ static void init_backend(int eventsys)
     cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
 }
 
-static int open_fd_count(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    int count = 0;
-
-    cr_assert_not_null(dir);
-    while (readdir(dir) != NULL) {
-        count++;
-    }
-    closedir(dir);
-    return count;
-}
-
-static void *return_arg(void *arg)
-{
-    return arg;
-}
-
 /* The scheduler still runs, joins and wakes I/O waiters. */
 static void expect_usable(void)
 {
     st_netfd_t a;
     st_netfd_t b;
-    void *ret = NULL;
     char c = 0;
-    st_thread_t t = st_thread_create(return_arg, &c, 1, 0);
 
-    cr_assert_not_null(t);
-    cr_assert_eq(st_thread_join(t, &ret), 0);
-    cr_assert_eq(ret, &c);
+    st_test_join_returns(st_test_spawn(st_test_return_arg, &c), &c);
     st_test_socketpair(&a, &b);
     cr_assert_eq(st_write(b, "k", 1, 100000), 1);
     cr_assert_eq(st_read(a, &c, 1, 100000), 1);
@@ -144,7 +121,7 @@ Test(bad_input, handles_outlive_st_destroy)
     int before;
     int bfd;
 
-    before = open_fd_count();
+    before = st_test_open_fds();
     st_test_init();
     st_test_socketpair(&a, &b);
     cv = st_cond_new();
@@ -162,7 +139,7 @@ Test(bad_input, handles_outlive_st_destroy)
     st_netfd_free(b); /* frees the handle, keeps the descriptor */
     cr_assert_eq(st_cond_destroy(cv), 0);
     cr_assert_eq(st_mutex_destroy(m), 0);
-    cr_assert_eq(open_fd_count(), before + 1, "only b's descriptor is still open");
+    cr_assert_eq(st_test_open_fds(), before + 1, "only b's descriptor is still open");
     close(bfd);
     /* And a new scheduler starts from scratch. */
     st_test_init();
@@ -331,7 +308,7 @@ Test(bad_input, select_lowers_the_descriptor_limit_to_fd_setsize)
     }
 
     l = st_test_listener(&port, 8);
-    before = open_fd_count();
+    before = st_test_open_fds();
     client = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert_geq(client, 0);
     st_test_loopback(&sin, port);
@@ -360,7 +337,7 @@ Test(bad_input, select_lowers_the_descriptor_limit_to_fd_setsize)
     cr_assert_eq(c, 'q');
     cr_assert_eq(st_netfd_close(s), 0);
     close(client);
-    cr_assert_eq(open_fd_count(), before, "nothing leaked");
+    cr_assert_eq(st_test_open_fds(), before, "nothing leaked");
     cr_assert_eq(st_netfd_close(l), 0);
     expect_usable();
 #endif
@@ -498,7 +475,7 @@ Test(bad_input, a_large_stack_is_granted_or_refused_with_enomem)
 
     st_test_init();
     errno = 0;
-    t = st_thread_create(return_arg, &ret, 1, 256 << 20);
+    t = st_thread_create(st_test_return_arg, &ret, 1, 256 << 20);
     if (t == NULL) {
         cr_assert_eq(errno, ENOMEM);
     } else {
@@ -529,24 +506,16 @@ Test(bad_input, negative_sleep_waits_until_interrupted)
     cr_assert_eq((intptr_t)ret, -1);
 }
 
-static void *finish_at_once(void *arg)
-{
-    return arg;
-}
-
 Test(bad_input, finished_coroutines_until_they_are_joined)
 {
     st_thread_t t;
-    void *ret = NULL;
     int token;
 
     st_test_init();
-    t = st_test_spawn(finish_at_once, &token);
-    cr_assert_eq(st_usleep(1000), 0); /* it has finished: a zombie until joined */
-    st_thread_interrupt(t);           /* no effect on a zombie */
+    t = st_test_zombie(&token); /* it has finished: a zombie until joined */
+    st_thread_interrupt(t);     /* no effect on a zombie */
     cr_assert_eq(st_thread_setspecific2(t, 0, NULL), -1, "no key yet");
-    cr_assert_eq(st_thread_join(t, &ret), 0);
-    cr_assert_eq(ret, &token);
+    st_test_join_returns(t, &token);
     /*
      * The handle is now dead: joining it again is ESRCH while its stack is
      * cached (joining_a_joined_coroutine_is_esrch); once a new coroutine
@@ -577,9 +546,8 @@ Test(bad_input, joining_a_joined_coroutine_is_esrch)
     st_thread_t b;
 
     st_test_init();
-    t = st_test_spawn(finish_at_once, &token);
-    cr_assert_eq(st_thread_join(t, &ret), 0);
-    cr_assert_eq(ret, &token);
+    t = st_test_spawn(st_test_return_arg, &token);
+    st_test_join_returns(t, &token);
     ret = NULL;
     ST_ASSERT_FAILS(st_thread_join(t, &ret), ESRCH);
     cr_assert_null(ret, "a failed join stores nothing");
@@ -599,64 +567,43 @@ Test(bad_input, joining_a_joined_coroutine_is_esrch)
 
 /* ---- a woken waiter that has not run yet -------------------------------------------- */
 
-struct woken_reader {
-    st_netfd_t fd;
-    int ran;
-    ssize_t rc;
-    int err;
-    char buf[32];
-};
-
-static void *read_once(void *arg)
-{
-    struct woken_reader *r = arg;
-
-    r->rc = st_read(r->fd, r->buf, sizeof(r->buf) - 1, ST_UTIME_NO_TIMEOUT);
-    r->err = errno;
-    r->ran = 1;
-    return NULL;
-}
-
 /*
  * Leave a reader blocked on a, make a readable and let the scheduler wake
  * the reader: st_usleep(0) returns to the caller before the woken reader
  * runs (the caller's deadline had passed first).
  */
-static st_thread_t wake_reader_without_running_it(struct woken_reader *r, st_netfd_t b)
+static st_thread_t wake_reader_without_running_it(struct st_test_blocked *r, st_netfd_t b)
 {
-    st_thread_t t = st_thread_create(read_once, r, 1, 0);
+    st_thread_t t = st_test_block_and_sleep(r, 1000);
 
-    cr_assert_not_null(t);
-    cr_assert_eq(st_usleep(1000), 0);
-    cr_assert_eq(r->ran, 0);
     cr_assert_eq(st_write(b, "for a", 5, 100000), 5);
     cr_assert_eq(st_usleep(0), 0);
-    cr_assert_eq(r->ran, 0, "the woken reader ran before us: the case is not set up");
+    cr_assert_eq(r->rc, ST_TEST_NOT_RETURNED, "the woken reader ran before us: the case is not set up");
     return t;
 }
 
 Test(bad_input, closing_a_netfd_whose_waiter_was_woken_is_ebusy)
 {
     for (size_t i = 0; i < NBACKENDS; i++) {
-        struct woken_reader r = {0};
+        struct st_test_blocked r = {.call = st_test_read_forever};
         st_netfd_t b;
         st_netfd_t c;
         st_netfd_t d;
         st_thread_t t;
 
         init_backend(compiled_backends[i]);
-        st_test_socketpair(&r.fd, &b);
+        st_test_socketpair(&r.nfd, &b);
         t = wake_reader_without_running_it(&r, b);
         /* Closing now would let a new netfd recycle the handle under the reader. */
-        ST_ASSERT_FAILS(st_netfd_close(r.fd), EBUSY);
+        ST_ASSERT_FAILS(st_netfd_close(r.nfd), EBUSY);
         st_test_socketpair(&c, &d);
-        cr_assert(c != r.fd && d != r.fd);
+        cr_assert(c != r.nfd && d != r.nfd);
         cr_assert_eq(st_write(d, "for c", 5, 100000), 5);
         st_test_join(t);
         cr_assert_eq(r.rc, 5);
         cr_assert_str_eq(r.buf, "for a");
         /* Once the reader has left, the netfd closes. */
-        cr_assert_eq(st_netfd_close(r.fd), 0);
+        cr_assert_eq(st_netfd_close(r.nfd), 0);
         cr_assert_eq(st_netfd_close(b), 0);
         cr_assert_eq(st_netfd_close(c), 0);
         cr_assert_eq(st_netfd_close(d), 0);
@@ -668,8 +615,8 @@ Test(bad_input, closing_a_netfd_whose_waiter_was_woken_is_ebusy)
 Test(bad_input, freeing_a_netfd_under_its_waiters_fails_them_with_ebadf)
 {
     for (size_t i = 0; i < NBACKENDS; i++) {
-        struct woken_reader woken = {0};
-        struct woken_reader waiting = {0};
+        struct st_test_blocked woken = {.call = st_test_read_forever};
+        struct st_test_blocked waiting = {.call = st_test_read_forever};
         st_netfd_t b;
         st_netfd_t b2;
         st_netfd_t c;
@@ -678,28 +625,27 @@ Test(bad_input, freeing_a_netfd_under_its_waiters_fails_them_with_ebadf)
         st_thread_t t2;
         int fd;
         int fd2;
-        int before = open_fd_count();
+        int before = st_test_open_fds();
 
         init_backend(compiled_backends[i]);
         /* Freed after its waiter was woken, before the waiter ran. */
-        st_test_socketpair(&woken.fd, &b);
-        fd = st_netfd_fileno(woken.fd);
+        st_test_socketpair(&woken.nfd, &b);
+        fd = st_netfd_fileno(woken.nfd);
         t = wake_reader_without_running_it(&woken, b);
-        st_netfd_free(woken.fd);
+        st_netfd_free(woken.nfd);
         /* A netfd made now must not be the freed one, which the reader still holds. */
         st_test_socketpair(&c, &d);
-        cr_assert(c != woken.fd && d != woken.fd);
+        cr_assert(c != woken.nfd && d != woken.nfd);
         cr_assert_eq(st_write(d, "for c", 5, 100000), 5);
         st_test_join(t);
         cr_assert_eq(woken.rc, -1);
         cr_assert_eq(woken.err, EBADF);
 
         /* Freed while its waiter still waits: the waiter fails when it wakes. */
-        st_test_socketpair(&waiting.fd, &b2);
-        fd2 = st_netfd_fileno(waiting.fd);
-        t2 = st_test_spawn(read_once, &waiting);
-        cr_assert_eq(st_usleep(1000), 0);
-        st_netfd_free(waiting.fd);
+        st_test_socketpair(&waiting.nfd, &b2);
+        fd2 = st_netfd_fileno(waiting.nfd);
+        t2 = st_test_block_and_sleep(&waiting, 1000);
+        st_netfd_free(waiting.nfd);
         cr_assert_eq(st_write(b2, "x", 1, 100000), 1);
         st_test_join(t2);
         cr_assert_eq(waiting.rc, -1);
@@ -713,7 +659,7 @@ Test(bad_input, freeing_a_netfd_under_its_waiters_fails_them_with_ebadf)
         cr_assert_eq(st_netfd_close(d), 0);
         expect_usable();
         st_destroy();
-        cr_assert_eq(open_fd_count(), before);
+        cr_assert_eq(st_test_open_fds(), before);
     }
 }
 
@@ -859,8 +805,7 @@ Test(bad_input, values_set_on_a_zombie_are_the_callers_to_release)
 
     st_test_init();
     cr_assert_eq(st_key_create(&key, key_destructor), 0);
-    t = st_test_spawn(finish_at_once, NULL);
-    cr_assert_eq(st_usleep(1000), 0); /* finished: its destructors have run */
+    t = st_test_zombie(NULL); /* finished: its destructors have run */
     cr_assert_eq(st_thread_setspecific2(t, key, &v1), 0);
     cr_assert_eq(st_thread_setspecific2(t, key, &v2), 0);
     cr_assert_eq(key_value_destroyed, 1, "the replaced value was released");

@@ -110,6 +110,18 @@ struct sticky {
     int second_rc;
 };
 
+/* Runs fn, whose first call fails on its own pending interrupt and whose second does not. */
+static void check_sticky(void *(*fn)(void *))
+{
+    struct sticky s = {.first_rc = 99, .second_rc = 99};
+
+    st_test_init();
+    st_test_run(fn, &s);
+    cr_assert_eq(s.first_rc, -1);
+    cr_assert_eq(s.first_err, EINTR);
+    cr_assert_eq(s.second_rc, 0);
+}
+
 static void *self_interrupt_usleep(void *arg)
 {
     struct sticky *s = arg;
@@ -124,13 +136,7 @@ static void *self_interrupt_usleep(void *arg)
 
 Test(interrupt, flag_is_sticky_and_consumed_once)
 {
-    struct sticky s = {0};
-
-    st_test_init();
-    st_test_run(self_interrupt_usleep, &s);
-    cr_assert_eq(s.first_rc, -1);
-    cr_assert_eq(s.first_err, EINTR);
-    cr_assert_eq(s.second_rc, 0);
+    check_sticky(self_interrupt_usleep);
 }
 
 Test(interrupt, primordial_can_interrupt_itself)
@@ -177,33 +183,19 @@ static void *self_interrupt_join(void *arg)
 
 Test(interrupt, pending_flag_fails_join)
 {
-    struct sticky s = {.first_rc = 99, .second_rc = 99};
-
-    st_test_init();
-    st_test_run(self_interrupt_join, &s);
-    cr_assert_eq(s.first_rc, -1);
-    cr_assert_eq(s.first_err, EINTR);
-    cr_assert_eq(s.second_rc, 0);
-}
-
-static void *finish_quickly(void *arg)
-{
-    return arg;
+    check_sticky(self_interrupt_join);
 }
 
 Test(interrupt, zombie_is_unaffected)
 {
     int token;
-    void *ret = NULL;
     st_thread_t t;
 
     st_test_init();
-    t = st_test_spawn(finish_quickly, &token);
-    cr_assert_eq(st_usleep(1000), 0); /* t finishes and waits for its joiner */
+    t = st_test_zombie(&token); /* t finishes and waits for its joiner */
     st_thread_interrupt(t);
     cr_assert_eq(st_usleep(1000), 0);
-    cr_assert_eq(st_thread_join(t, &ret), 0);
-    cr_assert_eq(ret, &token);
+    st_test_join_returns(t, &token);
     cr_assert_eq(st_usleep(1000), 0);
 }
 

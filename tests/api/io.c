@@ -220,41 +220,12 @@ Test(io, read_no_wait_without_data_is_etime)
     close(raw);
 }
 
-struct reader {
-    st_netfd_t nfd;
-    ssize_t rc;
-    int err;
-    char buf[16];
-};
-
-static void *reader_main(void *arg)
-{
-    struct reader *r = arg;
-
-    errno = 0;
-    r->rc = st_read(r->nfd, r->buf, sizeof(r->buf), ST_UTIME_NO_TIMEOUT);
-    r->err = errno;
-    return NULL;
-}
-
 Test(io, interrupt_wakes_blocked_read)
 {
-    struct reader r = {0};
-    st_thread_t t;
-    int raw;
+    struct st_test_blocked r = {.call = st_test_read_forever};
 
     st_test_init();
-    r.nfd = st_test_socketpair_raw(&raw);
-    r.rc = 99;
-    t = st_test_spawn(reader_main, &r);
-    cr_assert_eq(st_usleep(2000), 0);
-    cr_assert_eq(r.rc, 99);
-    st_thread_interrupt(t);
-    st_test_join(t);
-    cr_assert_eq(r.rc, -1);
-    cr_assert_eq(r.err, EINTR);
-    cr_assert_eq(st_netfd_close(r.nfd), 0);
-    close(raw);
+    st_test_interrupt_call_on_socketpair(&r, 2000);
 }
 
 Test(io, pending_interrupt_fails_read_without_data)
@@ -275,17 +246,12 @@ Test(io, pending_interrupt_fails_read_without_data)
 
 Test(io, read_error_is_reported)
 {
-    int p[2];
     st_netfd_t r;
     st_netfd_t w;
     char buf[4];
 
     st_test_init();
-    cr_assert_eq(pipe(p), 0);
-    r = st_netfd_open(p[0]);
-    w = st_netfd_open(p[1]);
-    cr_assert_not_null(r);
-    cr_assert_not_null(w);
+    st_test_pipe(&r, &w);
     /* Wrong direction on each end of a pipe. */
     ST_ASSERT_FAILS(st_read(w, buf, sizeof(buf), 1000), EBADF);
     ST_ASSERT_FAILS(st_write(r, "x", 1, 1000), EBADF);
@@ -295,17 +261,12 @@ Test(io, read_error_is_reported)
 
 Test(io, pipe_round_trip)
 {
-    int p[2];
     st_netfd_t r;
     st_netfd_t w;
     char buf[16] = {0};
 
     st_test_init();
-    cr_assert_eq(pipe(p), 0);
-    r = st_netfd_open(p[0]);
-    w = st_netfd_open(p[1]);
-    cr_assert_not_null(r);
-    cr_assert_not_null(w);
+    st_test_pipe(&r, &w);
     cr_assert_eq(st_write(w, "through", 7, 1000000), 7);
     cr_assert_eq(st_read(r, buf, sizeof(buf), 1000000), 7);
     cr_assert_str_eq(buf, "through");
@@ -826,32 +787,9 @@ Test(io, sigpipe_handler_is_ignore)
     cr_assert_eq(sa.sa_handler, SIG_IGN);
 }
 
-struct pinger {
-    st_netfd_t nfd;
-    int rounds;
-    int ok;
-};
-
-static void *echo_back(void *arg)
-{
-    struct pinger *p = arg;
-    char buf[64];
-    int i;
-
-    for (i = 0; i < p->rounds; i++) {
-        ssize_t n = st_read(p->nfd, buf, sizeof(buf), 5000000);
-
-        if (n <= 0 || st_write(p->nfd, buf, (size_t)n, 5000000) != n) {
-            return NULL;
-        }
-        p->ok++;
-    }
-    return NULL;
-}
-
 Test(io, ping_pong_between_coroutines)
 {
-    struct pinger p = {0};
+    struct st_test_echo p = {0};
     st_netfd_t a;
     st_netfd_t b;
     st_thread_t t;
@@ -861,7 +799,7 @@ Test(io, ping_pong_between_coroutines)
     st_test_socketpair(&a, &b);
     p.nfd = b;
     p.rounds = 200;
-    t = st_test_spawn(echo_back, &p);
+    t = st_test_spawn(st_test_echo_main, &p);
     for (i = 0; i < 200; i++) {
         char msg[32];
         char buf[32];
@@ -872,7 +810,7 @@ Test(io, ping_pong_between_coroutines)
         cr_assert_eq(memcmp(buf, msg, (size_t)len), 0);
     }
     st_test_join(t);
-    cr_assert_eq(p.ok, 200);
+    cr_assert_eq(p.echoed, 200);
     cr_assert_eq(st_netfd_close(a), 0);
     cr_assert_eq(st_netfd_close(b), 0);
 }

@@ -8,7 +8,6 @@
  */
 #include "st_test.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stddef.h>
@@ -405,34 +404,6 @@ Test(misc_ext, primordial_stack_of_another_pthread)
 
 /* ---- st_destroy with a coroutine waiting on a descriptor, then st_init again ---- */
 
-static int count_open_fds(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    int n = 0;
-
-    cr_assert_not_null(dir, "opendir /proc/self/fd: %s", strerror(errno));
-    while (readdir(dir) != NULL) {
-        n++;
-    }
-    cr_assert_eq(closedir(dir), 0);
-    return n;
-}
-
-struct poller {
-    int fd;
-    int rc;
-};
-
-/* Waits for the descriptor with st_poll: no netfd object is left behind. */
-static void *poll_forever(void *arg)
-{
-    struct poller *p = arg;
-    struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
-
-    p->rc = st_poll(&pfd, 1, ST_UTIME_NO_TIMEOUT);
-    return NULL;
-}
-
 static void *sleep_forever(void *arg)
 {
     (void)arg;
@@ -445,9 +416,10 @@ Test(misc_ext, destroy_with_a_waiter_then_init_on_the_same_descriptors)
     int before;
     int round;
 
-    before = count_open_fds();
+    before = st_test_open_fds();
     for (round = 0; round < 20; round++) {
-        struct poller p = {.fd = -1, .rc = 99};
+        struct st_test_blocked p = {.call = st_test_poll_fd, .fd = -1,
+                                    .timeout = ST_UTIME_NO_TIMEOUT, .rc = ST_TEST_NOT_RETURNED};
         int sv[2];
         char buf[8] = {0};
         st_netfd_t a;
@@ -465,39 +437,31 @@ Test(misc_ext, destroy_with_a_waiter_then_init_on_the_same_descriptors)
         cr_assert_eq(st_read(b, buf, sizeof(buf), 1000000), 4);
         cr_assert_str_eq(buf, "ping");
 
-        /* Leave one coroutine waiting on b's descriptor and one asleep. */
+        /* Leave one coroutine waiting on b's descriptor (st_poll: no netfd object is
+         * left behind) and one asleep. */
         p.fd = st_netfd_fileno(b);
-        cr_assert_not_null(st_thread_create(poll_forever, &p, 0, 0));
+        cr_assert_not_null(st_thread_create(st_test_blocked_main, &p, 0, 0));
         cr_assert_not_null(st_thread_create(sleep_forever, NULL, 0, 0));
         cr_assert_eq(st_usleep(500), 0);
-        cr_assert_eq(p.rc, 99);
+        cr_assert_eq(p.rc, ST_TEST_NOT_RETURNED);
         /* The waiter still holds b: it cannot be closed, but it can be freed
          * from under st_poll, which never saw the netfd. */
         st_netfd_free(a);
         st_netfd_free(b);
         st_destroy();
         cr_assert_eq(st_get_eventsys(), -1);
-        cr_assert_eq(p.rc, 99, "the destroyed waiter ran");
+        cr_assert_eq(p.rc, ST_TEST_NOT_RETURNED, "the destroyed waiter ran");
         cr_assert_eq(close(sv[0]), 0);
         cr_assert_eq(close(sv[1]), 0);
     }
     /* The backends' own descriptors (epoll) went with each scheduler. */
-    cr_assert_eq(count_open_fds(), before);
+    cr_assert_eq(st_test_open_fds(), before);
 }
 
 static void *nap(void *arg)
 {
     (void)st_usleep(10 * 1000 * 1000);
     return arg;
-}
-
-static void *poll_with_timeout(void *arg)
-{
-    struct poller *p = arg;
-    struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
-
-    p->rc = st_poll(&pfd, 1, 10 * 1000 * 1000);
-    return NULL;
 }
 
 Test(misc_ext, destroy_with_timed_waiters_then_init_again)
@@ -507,18 +471,19 @@ Test(misc_ext, destroy_with_timed_waiters_then_init_again)
     /* Coroutines with a deadline (a timed sleep, a timed poll) are in the
      * timeout heap when st_destroy() releases them. */
     for (round = 0; round < 3; round++) {
-        struct poller p = {.fd = -1, .rc = 99};
+        struct st_test_blocked p = {.call = st_test_poll_fd, .fd = -1, .timeout = 10 * 1000 * 1000,
+                                    .rc = ST_TEST_NOT_RETURNED};
         int sv[2];
 
         st_test_init();
         cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
         p.fd = sv[0];
         cr_assert_not_null(st_thread_create(nap, NULL, 0, 0));
-        cr_assert_not_null(st_thread_create(poll_with_timeout, &p, 1, 0));
+        cr_assert_not_null(st_thread_create(st_test_blocked_main, &p, 1, 0));
         cr_assert_eq(st_usleep(500), 0);
         st_destroy();
         cr_assert_eq(st_get_eventsys(), -1);
-        cr_assert_eq(p.rc, 99, "the destroyed waiter ran");
+        cr_assert_eq(p.rc, ST_TEST_NOT_RETURNED, "the destroyed waiter ran");
         cr_assert_eq(close(sv[0]), 0);
         cr_assert_eq(close(sv[1]), 0);
     }

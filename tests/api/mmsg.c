@@ -332,50 +332,27 @@ Test(mmsg, recvmmsg_timeout_is_etime)
     st_test_udp_pair_close(&u);
 }
 
-struct blocked_call {
-    st_netfd_t nfd;
-    int interrupt_self;
-    int rc;
-    int err;
-};
-
-static void *recvmmsg_forever(void *arg)
+static long long recvmmsg_forever(struct st_test_blocked *b)
 {
-    struct blocked_call *b = arg;
     struct in_batch in;
 
     in_batch_reset(&in);
-    if (b->interrupt_self) {
-        st_thread_interrupt(st_thread_self());
-    }
-    errno = 0;
-    b->rc = st_recvmmsg(b->nfd, in.msgs, BATCH, 0, ST_UTIME_NO_TIMEOUT);
-    b->err = errno;
-    return NULL;
+    return st_recvmmsg(b->nfd, in.msgs, BATCH, 0, ST_UTIME_NO_TIMEOUT);
 }
 
 Test(mmsg, interrupt_wakes_recvmmsg_with_eintr)
 {
     struct st_test_udp_pair u;
-    struct blocked_call b = {.rc = 99};
+    struct st_test_blocked b = {.call = recvmmsg_forever};
     struct in_batch in;
-    st_thread_t t;
 
     st_test_init();
     st_test_udp_pair_open(&u);
-    b.nfd = u.b;
-    t = st_test_spawn(recvmmsg_forever, &b);
-    cr_assert_eq(st_usleep(2000), 0);
-    cr_assert_eq(b.rc, 99, "st_recvmmsg returned without data");
-    st_thread_interrupt(t);
-    st_test_join(t);
-    cr_assert_eq(b.rc, -1);
-    cr_assert_eq(b.err, EINTR);
+    st_test_interrupt_call_on(&b, u.b, 2000);
 
     /* A pending interrupt fails the call once it would have to wait. */
-    b.rc = 99;
     b.interrupt_self = 1;
-    st_test_run(recvmmsg_forever, &b);
+    st_test_join(st_test_block(&b));
     cr_assert_eq(b.rc, -1);
     cr_assert_eq(b.err, EINTR);
 

@@ -26,28 +26,6 @@ struct world {
     int errors;
 };
 
-struct pp {
-    st_netfd_t nfd;
-    int ok;
-};
-
-static void *echo_side(void *arg)
-{
-    struct pp *p = arg;
-    char buf[16];
-    int i;
-
-    for (i = 0; i < ROUNDS; i++) {
-        ssize_t n = st_read(p->nfd, buf, sizeof(buf), 5000000);
-
-        if (n <= 0 || st_write(p->nfd, buf, (size_t)n, 5000000) != n) {
-            return NULL;
-        }
-    }
-    p->ok = 1;
-    return NULL;
-}
-
 struct cv_pair {
     st_cond_t cv;
     int value;
@@ -96,7 +74,7 @@ static void *key_user(void *arg)
 
 static void run_world(struct world *w)
 {
-    struct pp pp = {0};
+    struct st_test_echo pp = {.rounds = ROUNDS};
     struct cv_pair cvp = {0};
     st_netfd_t a;
     st_netfd_t b;
@@ -124,7 +102,7 @@ static void run_world(struct world *w)
     if (st_key_create(&w->key, NULL) != 0) {
         w->errors++;
     }
-    t[0] = st_thread_create(echo_side, &pp, 1, 0);
+    t[0] = st_thread_create(st_test_echo_main, &pp, 1, 0);
     t[1] = st_thread_create(cond_waiter, &cvp, 1, 0);
     t[2] = st_thread_create(yielder, w, 1, 0);
     t[3] = st_thread_create(key_user, w, 1, 0);
@@ -169,7 +147,7 @@ static void run_world(struct world *w)
         w->errors++;
     }
     w->key_ok = ret == (void *)1;
-    w->pingpong_ok = pp.ok;
+    w->pingpong_ok = pp.echoed == ROUNDS;
     w->cond_ok = cvp.seen == 100 + w->index;
     if (st_thread_self() != w->primordial) {
         w->errors++;

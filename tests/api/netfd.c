@@ -134,37 +134,17 @@ Test(netfd, handles_are_recycled_safely)
     }
 }
 
-struct blocked_reader {
-    st_netfd_t nfd;
-    ssize_t rc;
-    int err;
-    char buf[8];
-};
-
-static void *blocked_read(void *arg)
-{
-    struct blocked_reader *br = arg;
-
-    errno = 0;
-    br->rc = st_read(br->nfd, br->buf, sizeof(br->buf), ST_UTIME_NO_TIMEOUT);
-    br->err = errno;
-    return NULL;
-}
-
 Test(netfd, close_while_waited_on_is_ebusy)
 {
-    struct blocked_reader br = {0};
+    struct st_test_blocked br = {.call = st_test_read_forever};
     st_thread_t t;
     int raw;
     int osfd;
 
     st_test_init();
     br.nfd = st_test_socketpair_raw(&raw);
-    br.rc = 99;
     osfd = st_netfd_fileno(br.nfd);
-    t = st_test_spawn(blocked_read, &br);
-    cr_assert_eq(st_usleep(1000), 0);
-    cr_assert_eq(br.rc, 99);
+    t = st_test_block_and_sleep(&br, 1000);
     ST_ASSERT_FAILS(st_netfd_close(br.nfd), EBUSY);
     cr_assert(st_test_fd_is_open(osfd));
     /* The waiter is unharmed and gets its data. */
@@ -179,21 +159,11 @@ Test(netfd, close_while_waited_on_is_ebusy)
 
 Test(netfd, close_after_interrupted_wait)
 {
-    struct blocked_reader br = {0};
-    st_thread_t t;
-    int raw;
+    struct st_test_blocked br = {.call = st_test_read_forever};
 
     st_test_init();
-    br.nfd = st_test_socketpair_raw(&raw);
-    t = st_test_spawn(blocked_read, &br);
-    cr_assert_eq(st_usleep(1000), 0);
-    st_thread_interrupt(t);
-    st_test_join(t);
-    cr_assert_eq(br.rc, -1);
-    cr_assert_eq(br.err, EINTR);
-    /* The interrupted waiter is no longer registered. */
-    cr_assert_eq(st_netfd_close(br.nfd), 0);
-    close(raw);
+    /* Closes the netfd after: the interrupted waiter is no longer registered. */
+    st_test_interrupt_call_on_socketpair(&br, 1000);
 }
 
 /*
@@ -215,56 +185,61 @@ static int reuse_number(int osfd)
     return sv[1];
 }
 
-static void *read_within_2s(void *arg)
+static long long read_within_2s(struct st_test_blocked *b)
 {
-    struct blocked_reader *br = arg;
-
-    errno = 0;
-    br->rc = st_read(br->nfd, br->buf, sizeof(br->buf), 2000000);
-    br->err = errno;
-    return NULL;
+    return st_read(b->nfd, b->buf, sizeof(b->buf) - 1, 2000000);
 }
 
 /* A reader on `nfd` gets what is written to `peer` (not deaf to the new file). */
 static void expect_reader_hears(st_netfd_t nfd, int peer)
 {
-    struct blocked_reader br = {.nfd = nfd, .rc = 99};
-    st_thread_t t = st_thread_create(read_within_2s, &br, 1, 0);
+    struct st_test_blocked br = {.call = read_within_2s, .nfd = nfd};
+    st_thread_t t = st_test_block_and_sleep(&br, 1000);
 
-    cr_assert_not_null(t);
-    cr_assert_eq(st_usleep(1000), 0);
-    cr_assert_eq(br.rc, 99, "the reader did not wait");
     cr_assert_eq(write(peer, "hi", 2), 2);
     st_test_join(t);
-    cr_assert_eq(br.rc, 2, "the reader of the reused number got %zd (%s)", br.rc,
+    cr_assert_eq(br.rc, 2, "the reader of the reused number got %lld (%s)", br.rc,
                  strerror(br.err));
     cr_assert_eq(memcmp(br.buf, "hi", 2), 0);
 }
 
+/*
+ * Leaves old reading on a raw pair, frees the netfd under it and puts a new
+ * socket (its peer in *peer) under the number: returns the new netfd.
+ */
+static st_netfd_t reuse_under_a_waiter(struct st_test_blocked *old, st_thread_t *t, int *raw,
+                                       int *peer)
+{
+    st_netfd_t fresh;
+    int osfd;
+
+    old->call = st_test_read_forever;
+    old->nfd = st_test_socketpair_raw(raw);
+    osfd = st_netfd_fileno(old->nfd);
+    *t = st_test_block_and_sleep(old, 1000);
+    /* Freeing a netfd that a coroutine waits on is allowed; its number is then reused. */
+    st_netfd_free(old->nfd);
+    close(osfd);
+    *peer = reuse_number(osfd);
+    fresh = st_netfd_open_socket(osfd);
+    cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
+    return fresh;
+}
+
 Test(netfd, number_reused_while_a_freed_netfd_is_waited_on)
 {
-    struct blocked_reader old = {0};
+    struct st_test_blocked old = {0};
     st_thread_t t;
     st_netfd_t fresh;
     int raw;
     int peer;
-    int osfd;
 
     st_test_init();
-    old.nfd = st_test_socketpair_raw(&raw);
-    osfd = st_netfd_fileno(old.nfd);
-    t = st_test_spawn(blocked_read, &old);
-    cr_assert_eq(st_usleep(1000), 0);
-    /* Freeing a netfd that a coroutine waits on is allowed; its number is then reused. */
-    st_netfd_free(old.nfd);
-    close(osfd);
-    peer = reuse_number(osfd);
-    fresh = st_netfd_open_socket(osfd);
-    cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
+    fresh = reuse_under_a_waiter(&old, &t, &raw, &peer);
     expect_reader_hears(fresh, peer);
     st_thread_interrupt(t);
     st_test_join(t);
-    cr_assert_eq(old.rc, -1, "the old waiter read %zd bytes", old.rc);
+    cr_assert_eq(old.rc, -1, "the old waiter read %lld bytes", old.rc);
     /* And after the old waiter has left. */
     expect_reader_hears(fresh, peer);
     cr_assert_eq(st_netfd_close(fresh), 0);
@@ -274,23 +249,14 @@ Test(netfd, number_reused_while_a_freed_netfd_is_waited_on)
 
 Test(netfd, number_reused_after_the_waiter_of_a_freed_netfd_left)
 {
-    struct blocked_reader old = {0};
+    struct st_test_blocked old = {0};
     st_thread_t t;
     st_netfd_t fresh;
     int raw;
     int peer;
-    int osfd;
 
     st_test_init();
-    old.nfd = st_test_socketpair_raw(&raw);
-    osfd = st_netfd_fileno(old.nfd);
-    t = st_test_spawn(blocked_read, &old);
-    cr_assert_eq(st_usleep(1000), 0);
-    st_netfd_free(old.nfd);
-    close(osfd);
-    peer = reuse_number(osfd);
-    fresh = st_netfd_open_socket(osfd);
-    cr_assert_not_null(fresh, "st_netfd_open_socket(%d): %s", osfd, strerror(errno));
+    fresh = reuse_under_a_waiter(&old, &t, &raw, &peer);
     st_thread_interrupt(t);
     st_test_join(t);
     expect_reader_hears(fresh, peer);

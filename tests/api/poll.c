@@ -189,24 +189,13 @@ Test(poll, epoll_hangup_also_reports_the_events_asked_for)
 }
 #endif
 
-struct waiter {
-    st_netfd_t nfd;
-    int how;
-    st_utime_t timeout;
-    int rc;
-    int err;
-    long long woke;
-};
-
-static void *netfd_poll_main(void *arg)
+/* A coroutine in st_netfd_poll(nfd, how, timeout). */
+static st_thread_t start_poller(struct st_test_blocked *w, st_netfd_t nfd, int how,
+                                st_utime_t timeout)
 {
-    struct waiter *w = arg;
-
-    errno = 0;
-    w->rc = st_netfd_poll(w->nfd, w->how, w->timeout);
-    w->err = errno;
-    w->woke = st_test_now_us();
-    return NULL;
+    *w = (struct st_test_blocked){.call = st_test_netfd_poll, .nfd = nfd, .how = how,
+                                  .timeout = timeout};
+    return st_test_block(w);
 }
 
 Test(poll, netfd_poll_ready_timeout_and_output)
@@ -232,7 +221,7 @@ Test(poll, netfd_poll_ready_timeout_and_output)
 
 Test(poll, two_waiters_on_one_fd_both_wake)
 {
-    struct waiter w[2];
+    struct st_test_blocked w[2];
     st_thread_t t[2];
     st_netfd_t nfd;
     int raw;
@@ -241,16 +230,15 @@ Test(poll, two_waiters_on_one_fd_both_wake)
     st_test_init();
     nfd = st_test_socketpair_raw(&raw);
     for (i = 0; i < 2; i++) {
-        w[i] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
-        t[i] = st_test_spawn(netfd_poll_main, &w[i]);
+        t[i] = start_poller(&w[i], nfd, POLLIN, 5000000);
     }
     cr_assert_eq(st_usleep(2000), 0);
-    cr_assert_eq(w[0].rc, 99);
-    cr_assert_eq(w[1].rc, 99);
+    cr_assert_eq(w[0].rc, ST_TEST_NOT_RETURNED);
+    cr_assert_eq(w[1].rc, ST_TEST_NOT_RETURNED);
     cr_assert_eq(write(raw, "both", 4), 4);
     for (i = 0; i < 2; i++) {
         st_test_join(t[i]);
-        cr_assert_eq(w[i].rc, 0, "waiter %d: rc %d errno %d", i, w[i].rc, w[i].err);
+        cr_assert_eq(w[i].rc, 0, "waiter %d: rc %lld errno %d", i, w[i].rc, w[i].err);
     }
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(raw);
@@ -258,23 +246,19 @@ Test(poll, two_waiters_on_one_fd_both_wake)
 
 Test(poll, waiter_timing_out_does_not_disturb_another)
 {
-    struct waiter w[2];
+    struct st_test_blocked w[2];
     st_thread_t t[2];
     st_netfd_t nfd;
     int raw;
-    int i;
 
     st_test_init();
     nfd = st_test_socketpair_raw(&raw);
-    w[0] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 2000, .rc = 99};
-    w[1] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
-    for (i = 0; i < 2; i++) {
-        t[i] = st_test_spawn(netfd_poll_main, &w[i]);
-    }
+    t[0] = start_poller(&w[0], nfd, POLLIN, 2000);
+    t[1] = start_poller(&w[1], nfd, POLLIN, 5000000);
     st_test_join(t[0]);
     cr_assert_eq(w[0].rc, -1);
     cr_assert_eq(w[0].err, ETIME);
-    cr_assert_eq(w[1].rc, 99);
+    cr_assert_eq(w[1].rc, ST_TEST_NOT_RETURNED);
     /* The remaining waiter is still registered and wakes on data. */
     cr_assert_eq(write(raw, "x", 1), 1);
     st_test_join(t[1]);
@@ -285,22 +269,18 @@ Test(poll, waiter_timing_out_does_not_disturb_another)
 
 Test(poll, reader_and_writer_on_one_fd)
 {
-    struct waiter w[2];
+    struct st_test_blocked w[2];
     st_thread_t t[2];
     st_netfd_t nfd;
     int raw;
-    int i;
 
     st_test_init();
     nfd = st_test_socketpair_raw(&raw);
-    w[0] = (struct waiter){.nfd = nfd, .how = POLLIN, .timeout = 5000000, .rc = 99};
-    w[1] = (struct waiter){.nfd = nfd, .how = POLLOUT, .timeout = 5000000, .rc = 99};
-    for (i = 0; i < 2; i++) {
-        t[i] = st_test_spawn(netfd_poll_main, &w[i]);
-    }
+    t[0] = start_poller(&w[0], nfd, POLLIN, 5000000);
+    t[1] = start_poller(&w[1], nfd, POLLOUT, 5000000);
     st_test_join(t[1]);
     cr_assert_eq(w[1].rc, 0);
-    cr_assert_eq(w[0].rc, 99, "the reader woke without data");
+    cr_assert_eq(w[0].rc, ST_TEST_NOT_RETURNED, "the reader woke without data");
     cr_assert_eq(write(raw, "x", 1), 1);
     st_test_join(t[0]);
     cr_assert_eq(w[0].rc, 0);
@@ -310,21 +290,12 @@ Test(poll, reader_and_writer_on_one_fd)
 
 Test(poll, interrupt_wakes_poll)
 {
-    struct waiter w = {.how = POLLIN, .timeout = ST_UTIME_NO_TIMEOUT, .rc = 99};
-    st_thread_t t;
-    int raw;
+    struct st_test_blocked w = {.call = st_test_netfd_poll, .how = POLLIN,
+                                .timeout = ST_UTIME_NO_TIMEOUT};
 
     st_test_init();
-    w.nfd = st_test_socketpair_raw(&raw);
-    t = st_test_spawn(netfd_poll_main, &w);
-    cr_assert_eq(st_usleep(1000), 0);
-    st_thread_interrupt(t);
-    st_test_join(t);
-    cr_assert_eq(w.rc, -1);
-    cr_assert_eq(w.err, EINTR);
-    /* The fd is free of waiters again. */
-    cr_assert_eq(st_netfd_close(w.nfd), 0);
-    close(raw);
+    /* Closes the netfd after: the fd is free of waiters again. */
+    st_test_interrupt_call_on_socketpair(&w, 1000);
 }
 
 Test(poll, pending_interrupt_fails_poll_once)

@@ -49,6 +49,8 @@
 
 #include <st.h>
 
+#include "st_test_util.h"
+
 /* Seconds after which a hanging test is killed and reported as failed. */
 #define ST_TEST_TIMEOUT 10
 
@@ -147,24 +149,25 @@ static inline void st_test_allow_exit(void)
 static inline int st_test_eventsys(void)
 {
     const char *name = getenv("ST_TEST_EVENTSYS");
+    int es;
 
     if (name == NULL || *name == '\0') {
         return -1;
     }
-    if (strcmp(name, "epoll") == 0) {
-        return ST_EVENTSYS_ALT;
+    es = st_test_eventsys_by_name(name);
+    if (es < 0) {
+        cr_assert_fail("unknown ST_TEST_EVENTSYS value \"%s\"", name);
     }
-    if (strcmp(name, "poll") == 0) {
-        return ST_EVENTSYS_POLL;
-    }
-    if (strcmp(name, "select") == 0) {
-        return ST_EVENTSYS_SELECT;
-    }
-    if (strcmp(name, "io_uring") == 0) {
-        return ST_EVENTSYS_IO_URING;
-    }
-    cr_assert_fail("unknown ST_TEST_EVENTSYS value \"%s\"", name);
-    return -1;
+    return es;
+}
+
+/* How many descriptors the process has open. */
+static inline int st_test_open_fds(void)
+{
+    int n = st_test_count_open_fds();
+
+    cr_assert_geq(n, 0, "/proc/self/fd: %s", strerror(errno));
+    return n;
 }
 
 /* The value st_get_eventsys() must report once initialised. */
@@ -226,6 +229,30 @@ static inline void st_test_run(void *(*fn)(void *), void *arg)
     st_test_join(st_test_spawn(fn, arg));
 }
 
+/* A start function that returns its argument at once. */
+static inline void *st_test_return_arg(void *arg)
+{
+    return arg;
+}
+
+/* A coroutine that has returned arg and waits for its joiner: a zombie. */
+static inline st_thread_t st_test_zombie(void *arg)
+{
+    st_thread_t t = st_test_spawn(st_test_return_arg, arg);
+
+    cr_assert_eq(st_usleep(1000), 0);
+    return t;
+}
+
+/* Joins t, which must have returned expected. */
+static inline void st_test_join_returns(st_thread_t t, const void *expected)
+{
+    void *ret = NULL;
+
+    cr_assert_eq(st_thread_join(t, &ret), 0, "st_thread_join: %s", strerror(errno));
+    cr_assert_eq(ret, expected, "the coroutine returned %p, not %p", ret, expected);
+}
+
 /* Monotonic wall clock in microseconds, independent of the library. */
 static inline long long st_test_now_us(void)
 {
@@ -276,6 +303,18 @@ static inline void st_test_socketpair(st_netfd_t *a, st_netfd_t *b)
     cr_assert_not_null(*a, "st_netfd_open_socket: %s", strerror(errno));
     *b = st_netfd_open_socket(sv[1]);
     cr_assert_not_null(*b, "st_netfd_open_socket: %s", strerror(errno));
+}
+
+/* A pipe, both ends wrapped with st_netfd_open(): r reads, w writes. */
+static inline void st_test_pipe(st_netfd_t *r, st_netfd_t *w)
+{
+    int p[2];
+
+    cr_assert_eq(pipe(p), 0, "pipe: %s", strerror(errno));
+    *r = st_netfd_open(p[0]);
+    cr_assert_not_null(*r, "st_netfd_open: %s", strerror(errno));
+    *w = st_netfd_open(p[1]);
+    cr_assert_not_null(*w, "st_netfd_open: %s", strerror(errno));
 }
 
 /* A pair where only the st side is a netfd; the raw side stays blocking. */
@@ -387,16 +426,153 @@ static inline void st_test_udp_pair_close(struct st_test_udp_pair *u)
     cr_assert_eq(st_netfd_close(u->b), 0);
 }
 
-/* Asserts that expr failed with -1 and the given errno. */
-#define ST_ASSERT_FAILS(expr, err)                                                                 \
+/*
+ * A coroutine blocked in one call, for the tests that wake, interrupt, time
+ * out or close under it: fill in call and what it uses, then st_test_block().
+ * rc stays ST_TEST_NOT_RETURNED until the call returns; then rc is its result,
+ * err its errno and woke the time it returned.
+ */
+#define ST_TEST_NOT_RETURNED 99
+
+struct st_test_blocked {
+    long long (*call)(struct st_test_blocked *b);
+    st_netfd_t nfd;
+    void *arg;          /* anything else the call works on */
+    void *result;       /* a pointer the call hands back */
+    st_utime_t timeout;
+    long long rc;
+    long long woke;
+    int fd;
+    int how;            /* st_netfd_poll() events */
+    int interrupt_self; /* interrupt itself just before the call */
+    int err;
+    char buf[64];
+};
+
+static inline void *st_test_blocked_main(void *arg)
+{
+    struct st_test_blocked *b = arg;
+
+    if (b->interrupt_self) {
+        st_thread_interrupt(st_thread_self());
+    }
+    errno = 0;
+    b->rc = b->call(b);
+    b->err = errno;
+    b->woke = st_test_now_us();
+    return NULL;
+}
+
+static inline st_thread_t st_test_block(struct st_test_blocked *b)
+{
+    b->rc = ST_TEST_NOT_RETURNED;
+    b->err = 0;
+    return st_test_spawn(st_test_blocked_main, b);
+}
+
+/* st_test_block(), then a sleep of usecs, after which the call must still be blocked. */
+static inline st_thread_t st_test_block_and_sleep(struct st_test_blocked *b, st_utime_t usecs)
+{
+    st_thread_t t = st_test_block(b);
+
+    cr_assert_eq(st_usleep(usecs), 0);
+    cr_assert_eq(b->rc, ST_TEST_NOT_RETURNED, "the call returned %lld without waiting (%s)", b->rc,
+                 strerror(b->err));
+    return t;
+}
+
+/* Calls for st_test_blocked: a read with no timeout, a netfd poll, a POLLIN poll of fd. */
+static inline long long st_test_read_forever(struct st_test_blocked *b)
+{
+    return st_read(b->nfd, b->buf, sizeof(b->buf) - 1, ST_UTIME_NO_TIMEOUT);
+}
+
+static inline long long st_test_netfd_poll(struct st_test_blocked *b)
+{
+    return st_netfd_poll(b->nfd, b->how, b->timeout);
+}
+
+static inline long long st_test_poll_fd(struct st_test_blocked *b)
+{
+    struct pollfd pfd = {.fd = b->fd, .events = POLLIN};
+
+    return st_poll(&pfd, 1, b->timeout);
+}
+
+/* A coroutine that echoes what it reads on nfd, rounds times; echoed counts the rounds done. */
+struct st_test_echo {
+    st_netfd_t nfd;
+    int rounds;
+    int echoed;
+};
+
+static inline void *st_test_echo_main(void *arg)
+{
+    struct st_test_echo *e = arg;
+    char buf[64];
+
+    while (e->echoed < e->rounds) {
+        ssize_t n = st_read(e->nfd, buf, sizeof(buf), 5000000);
+
+        if (n <= 0 || st_write(e->nfd, buf, (size_t)n, 5000000) != n) {
+            break;
+        }
+        e->echoed++;
+    }
+    return NULL;
+}
+
+/* Interrupts the blocked coroutine t, which must then fail its call with EINTR. */
+static inline void st_test_interrupt_blocked(st_thread_t t, const struct st_test_blocked *b)
+{
+    st_thread_interrupt(t);
+    st_test_join(t);
+    cr_assert_eq(b->rc, -1, "the interrupted call returned %lld", b->rc);
+    cr_assert_eq(b->err, EINTR, "the interrupted call failed with %s", strerror(b->err));
+}
+
+/* Leaves b's call blocked on nfd for settle_us, then interrupts it (EINTR). */
+static inline void st_test_interrupt_call_on(struct st_test_blocked *b, st_netfd_t nfd,
+                                             st_utime_t settle_us)
+{
+    b->nfd = nfd;
+    st_test_interrupt_blocked(st_test_block_and_sleep(b, settle_us), b);
+}
+
+/*
+ * The same on a fresh socketpair_raw() netfd, which then closes: the
+ * interrupted waiter is no longer registered.
+ */
+static inline void st_test_interrupt_call_on_socketpair(struct st_test_blocked *b,
+                                                        st_utime_t settle_us)
+{
+    int raw;
+
+    st_test_interrupt_call_on(b, st_test_socketpair_raw(&raw), settle_us);
+    cr_assert_eq(st_netfd_close(b->nfd), 0, "the interrupted waiter is left: %s", strerror(errno));
+    close(raw);
+}
+
+
+/*
+ * That expr failed with -1 and the given errno, checked with check_eq
+ * (cr_assert_eq: the test ends; cr_expect_eq: it carries on).
+ */
+#define ST_TEST_CHECK_FAILS_(check_eq, expr, err)                                                  \
     do {                                                                                           \
         errno = 0;                                                                                 \
         long long st_test_r_ = (long long)(expr);                                                  \
         int st_test_e_ = errno;                                                                    \
-        cr_assert_eq(st_test_r_, -1, "%s returned %lld, expected -1", #expr, st_test_r_);          \
-        cr_assert_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,       \
-                     strerror(st_test_e_), #err);                                                  \
+        check_eq(st_test_r_, -1, "%s returned %lld, expected -1", #expr, st_test_r_);              \
+        check_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,           \
+                 strerror(st_test_e_), #err);                                                      \
     } while (0)
+
+/* Asserts that expr failed with -1 and the given errno. */
+#define ST_ASSERT_FAILS(expr, err) ST_TEST_CHECK_FAILS_(cr_assert_eq, expr, err)
+
+/* Non-fatal variant for use inside coroutines. */
+#define ST_EXPECT_FAILS(expr, err) ST_TEST_CHECK_FAILS_(cr_expect_eq, expr, err)
 
 /* Asserts that a pointer-returning expr failed with NULL and the given errno. */
 #define ST_ASSERT_FAILS_NULL(expr, err)                                                            \
@@ -406,17 +582,6 @@ static inline void st_test_udp_pair_close(struct st_test_udp_pair *u)
         int st_test_e_ = errno;                                                                    \
         cr_assert_null(st_test_p_, "%s returned %p, expected NULL", #expr, st_test_p_);            \
         cr_assert_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,       \
-                     strerror(st_test_e_), #err);                                                  \
-    } while (0)
-
-/* Non-fatal variant for use inside coroutines. */
-#define ST_EXPECT_FAILS(expr, err)                                                                 \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        long long st_test_r_ = (long long)(expr);                                                  \
-        int st_test_e_ = errno;                                                                    \
-        cr_expect_eq(st_test_r_, -1, "%s returned %lld, expected -1", #expr, st_test_r_);          \
-        cr_expect_eq(st_test_e_, (err), "%s: errno %d (%s), expected %s", #expr, st_test_e_,       \
                      strerror(st_test_e_), #err);                                                  \
     } while (0)
 

@@ -17,6 +17,18 @@ static void *mark_ran(void *arg)
     return NULL;
 }
 
+/* After st_test_init(): a detached mark_ran coroutine, not yet run. */
+static st_thread_t start_detached_marker(void)
+{
+    st_thread_t t;
+
+    st_test_init();
+    ran = 0;
+    t = st_thread_create(mark_ran, NULL, 0, 0);
+    cr_assert_not_null(t);
+    return t;
+}
+
 Test(thread, self_is_set_after_init)
 {
     cr_assert_null(st_thread_self());
@@ -26,12 +38,7 @@ Test(thread, self_is_set_after_init)
 
 Test(thread, create_does_not_run_inline)
 {
-    st_thread_t t;
-
-    st_test_init();
-    ran = 0;
-    t = st_thread_create(mark_ran, NULL, 0, 0);
-    cr_assert_not_null(t);
+    start_detached_marker();
     cr_assert_eq(ran, 0, "start function ran inside st_thread_create");
     st_thread_yield();
     cr_assert_eq(ran, 1);
@@ -115,9 +122,11 @@ Test(thread, coroutine_runs_on_its_own_stack)
                  (size_t)(uintptr_t)distance);
 }
 
+/* Each counting coroutine takes this many steps, yielding at every one. */
+#define COUNT_STEPS 20
+
 struct counter_arg {
     int id;
-    int steps;
     long sum;
 };
 
@@ -128,7 +137,7 @@ static void *count_with_yields(void *arg)
     int local_id = ca->id;
     int i;
 
-    for (i = 0; i < ca->steps; i++) {
+    for (i = 0; i < COUNT_STEPS; i++) {
         local_sum += local_id * 1000 + i;
         st_thread_yield();
         if (i % 3 == 0) {
@@ -148,7 +157,6 @@ Test(thread, locals_survive_yields)
     st_test_init();
     for (i = 0; i < 4; i++) {
         args[i].id = i + 1;
-        args[i].steps = 20;
         args[i].sum = -1;
         t[i] = st_test_spawn(count_with_yields, &args[i]);
     }
@@ -159,7 +167,7 @@ Test(thread, locals_survive_yields)
 
         cr_assert_eq(st_thread_join(t[i], &ret), 0);
         cr_assert_eq((intptr_t)ret, i + 1);
-        for (k = 0; k < 20; k++) {
+        for (k = 0; k < COUNT_STEPS; k++) {
             expect += (i + 1) * 1000 + k;
         }
         cr_assert_eq(args[i].sum, expect);
@@ -253,13 +261,9 @@ static void *return_arg(void *arg)
 Test(thread, join_returns_start_value)
 {
     int token;
-    void *ret = NULL;
-    st_thread_t t;
 
     st_test_init();
-    t = st_test_spawn(return_arg, &token);
-    cr_assert_eq(st_thread_join(t, &ret), 0);
-    cr_assert_eq(ret, &token);
+    st_test_join_returns(st_test_spawn(return_arg, &token), &token);
 }
 
 Test(thread, join_with_null_retvalp)
@@ -341,12 +345,8 @@ Test(thread, exit_from_nested_call_delivers_retval)
 
 Test(thread, non_joinable_cannot_be_joined)
 {
-    st_thread_t t;
+    st_thread_t t = start_detached_marker();
 
-    st_test_init();
-    ran = 0;
-    t = st_thread_create(mark_ran, NULL, 0, 0);
-    cr_assert_not_null(t);
     ST_ASSERT_FAILS(st_thread_join(t, NULL), EINVAL);
     /* The failed join did not block or run the thread. */
     cr_assert_eq(ran, 0);
@@ -399,56 +399,48 @@ static void *sleep_then_return(void *arg)
     return arg;
 }
 
-struct joiner_arg {
-    st_thread_t target;
-    int rc;
-    int err;
-    void *ret;
-    int done;
-};
-
-static void *join_target(void *arg)
+static long long join_arg(struct st_test_blocked *b)
 {
-    struct joiner_arg *ja = arg;
+    return st_thread_join(b->arg, &b->result);
+}
 
-    errno = 0;
-    ja->rc = st_thread_join(ja->target, &ja->ret);
-    ja->err = errno;
-    ja->done = 1;
-    return NULL;
+/* A target asleep for a while (returning token) and a coroutine ja that joins it. */
+static st_thread_t start_joiner(struct st_test_blocked *ja, int *token, st_thread_t *joiner)
+{
+    st_thread_t target = st_test_spawn(sleep_then_return, token);
+
+    *ja = (struct st_test_blocked){.call = join_arg, .arg = target};
+    *joiner = st_test_block(ja);
+    return target;
 }
 
 Test(thread, second_joiner_is_einval)
 {
-    struct joiner_arg ja = {0};
+    struct st_test_blocked ja;
     int token;
     st_thread_t target;
     st_thread_t joiner;
 
     st_test_init();
-    target = st_test_spawn(sleep_then_return, &token);
-    ja.target = target;
-    joiner = st_test_spawn(join_target, &ja);
+    target = start_joiner(&ja, &token, &joiner);
     st_thread_yield(); /* target starts sleeping, joiner waits on it */
-    cr_assert_eq(ja.done, 0);
+    cr_assert_eq(ja.rc, ST_TEST_NOT_RETURNED);
     ST_ASSERT_FAILS(st_thread_join(target, NULL), EINVAL);
     st_test_join(joiner);
     cr_assert_eq(ja.rc, 0);
-    cr_assert_eq(ja.ret, &token);
+    cr_assert_eq(ja.result, &token);
 }
 
 /* A joiner that was woken (here by an interrupt) is still the joiner until it has run. */
 Test(thread, second_joiner_is_einval_while_the_first_has_not_run_yet)
 {
-    struct joiner_arg ja = {0};
+    struct st_test_blocked ja;
     int token;
     st_thread_t target;
     st_thread_t joiner;
 
     st_test_init();
-    target = st_test_spawn(sleep_then_return, &token);
-    ja.target = target;
-    joiner = st_test_spawn(join_target, &ja);
+    target = start_joiner(&ja, &token, &joiner);
     st_thread_yield();
     st_thread_interrupt(joiner);
     ST_ASSERT_FAILS(st_thread_join(target, NULL), EINVAL);
@@ -461,21 +453,18 @@ Test(thread, second_joiner_is_einval_while_the_first_has_not_run_yet)
 
 Test(thread, interrupted_joiner_gets_eintr)
 {
-    struct joiner_arg ja = {0};
+    struct st_test_blocked ja;
     int token;
     void *ret = NULL;
     st_thread_t target;
     st_thread_t joiner;
 
     st_test_init();
-    target = st_test_spawn(sleep_then_return, &token);
-    ja.target = target;
-    joiner = st_test_spawn(join_target, &ja);
+    target = start_joiner(&ja, &token, &joiner);
     st_thread_yield();
-    cr_assert_eq(ja.done, 0);
+    cr_assert_eq(ja.rc, ST_TEST_NOT_RETURNED);
     st_thread_interrupt(joiner);
     st_test_join(joiner);
-    cr_assert_eq(ja.done, 1);
     cr_assert_eq(ja.rc, -1);
     cr_assert_eq(ja.err, EINTR);
     /* The target can still be joined by someone else afterwards. */

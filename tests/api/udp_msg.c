@@ -5,6 +5,14 @@
 
 ST_TEST_SUITE(udp_msg);
 
+/* A msghdr with no address and the one buffer iov. */
+static void one_iov_msghdr(struct msghdr *msg, struct iovec *iov)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->msg_iov = iov;
+    msg->msg_iovlen = 1;
+}
+
 Test(udp_msg, sendto_recvfrom)
 {
     struct st_test_udp_pair u;
@@ -107,45 +115,26 @@ Test(udp_msg, sendto_errors_are_reported)
     st_test_udp_pair_close(&u);
 }
 
-struct udp_reader {
-    st_netfd_t nfd;
-    int rc;
-    int err;
-};
-
-static void *recv_forever(void *arg)
+static long long recvfrom_forever(struct st_test_blocked *b)
 {
-    struct udp_reader *r = arg;
-    char buf[8];
-
-    errno = 0;
-    r->rc = st_recvfrom(r->nfd, buf, sizeof(buf), NULL, NULL, ST_UTIME_NO_TIMEOUT);
-    r->err = errno;
-    return NULL;
+    return st_recvfrom(b->nfd, b->buf, sizeof(b->buf), NULL, NULL, ST_UTIME_NO_TIMEOUT);
 }
 
 Test(udp_msg, interrupt_wakes_recvfrom)
 {
     struct st_test_udp_pair u;
-    struct udp_reader r = {.rc = 99};
-    st_thread_t t;
+    struct st_test_blocked r = {.call = recvfrom_forever};
 
     st_test_init();
     st_test_udp_pair_open(&u);
-    r.nfd = u.b;
-    t = st_test_spawn(recv_forever, &r);
-    cr_assert_eq(st_usleep(1000), 0);
-    st_thread_interrupt(t);
-    st_test_join(t);
-    cr_assert_eq(r.rc, -1);
-    cr_assert_eq(r.err, EINTR);
+    st_test_interrupt_call_on(&r, u.b, 1000);
     st_test_udp_pair_close(&u);
 }
 
 Test(udp_msg, two_receivers_share_a_socket)
 {
     struct st_test_udp_pair u;
-    struct udp_reader r[2] = {{.rc = 99}, {.rc = 99}};
+    struct st_test_blocked r[2] = {{.call = recvfrom_forever}, {.call = recvfrom_forever}};
     st_thread_t t[2];
     int i;
 
@@ -153,14 +142,14 @@ Test(udp_msg, two_receivers_share_a_socket)
     st_test_udp_pair_open(&u);
     for (i = 0; i < 2; i++) {
         r[i].nfd = u.b;
-        t[i] = st_test_spawn(recv_forever, &r[i]);
+        t[i] = st_test_block(&r[i]);
     }
     cr_assert_eq(st_usleep(1000), 0);
     cr_assert_eq(st_sendto(u.a, "1", 1, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 1);
     cr_assert_eq(st_sendto(u.a, "2", 1, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 1);
     for (i = 0; i < 2; i++) {
         st_test_join(t[i]);
-        cr_assert_eq(r[i].rc, 1, "receiver %d: rc %d errno %d", i, r[i].rc, r[i].err);
+        cr_assert_eq(r[i].rc, 1, "receiver %d: rc %lld errno %d", i, r[i].rc, r[i].err);
     }
     st_test_udp_pair_close(&u);
 }
@@ -227,9 +216,7 @@ Test(udp_msg, recvmsg_waits_and_times_out)
 
     st_test_init();
     st_test_udp_pair_open(&u);
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
+    one_iov_msghdr(&msg, &iov);
     cr_assert_eq(st_usleep(1000), 0);
     start = st_test_now_us();
     ST_ASSERT_FAILS(st_recvmsg(u.b, &msg, 0, 10000), ETIME);
@@ -254,9 +241,7 @@ Test(udp_msg, recvmsg_with_flags)
     st_test_init();
     st_test_udp_pair_open(&u);
     cr_assert_eq(st_sendto(u.a, "peek", 4, (struct sockaddr *)&u.sb, sizeof(u.sb), 1000000), 4);
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
+    one_iov_msghdr(&msg, &iov);
     /* MSG_PEEK leaves the datagram queued. */
     cr_assert_eq(st_recvmsg(u.b, &msg, MSG_PEEK, 1000000), 4);
     cr_assert_str_eq(buf, "peek");
@@ -275,9 +260,7 @@ Test(udp_msg, sendmsg_error_is_reported)
 
     st_test_init();
     st_test_udp_pair_open(&u);
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
+    one_iov_msghdr(&msg, &iov);
     /* No destination on an unconnected datagram socket. */
     ST_ASSERT_FAILS(st_sendmsg(u.a, &msg, 0, 1000), EDESTADDRREQ);
     st_test_udp_pair_close(&u);

@@ -33,7 +33,6 @@
  * AddressSanitizer shadow and LeakSanitizer root regions itself, so that
  * the next input's stacks, mapped at the same addresses, start clean.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,6 +49,7 @@
 #include <unistd.h>
 
 #include "st.h"
+#include "st_test_util.h"
 
 #define NSLOTS 6
 #define NACTORS (NSLOTS + 1)
@@ -343,20 +343,6 @@ int __wrap_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 }
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static int count_open_fds(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == NULL) {
-        return -1;
-    }
-    int n = 0;
-    while (readdir(dir) != NULL) {
-        n++;
-    }
-    closedir(dir);
-    return n;
-}
 
 static void key_destructor(void *value)
 {
@@ -1233,7 +1219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* Every 64th input also counts /proc/self/fd, which costs more. */
     bool full_fd_check = inputs++ % 64 == 0;
-    int open_before = full_fd_check ? count_open_fds() : 0;
+    int open_before = full_fd_check ? st_test_count_open_fds() : 0;
     g.lowest_free_fd = lowest_free_fd();
     static const int backends[3] = {ST_EVENTSYS_ALT, ST_EVENTSYS_POLL, ST_EVENTSYS_SELECT};
     int backend = backends[data[0] % 3];
@@ -1296,7 +1282,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(fcntl(g.used_numbers[k], F_GETFD) == -1 && errno == EBADF);
     }
     if (full_fd_check) {
-        CHECK(count_open_fds() == open_before);
+        CHECK(st_test_count_open_fds() == open_before);
     }
     return 0;
 }

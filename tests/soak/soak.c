@@ -23,7 +23,6 @@
  * The last line is "soak: PASS" or "soak: FAIL ..."; the exit status is 0
  * for PASS. Loopback only, bounded in time and in connections.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -37,6 +36,7 @@
 #include <unistd.h>
 
 #include "st.h"
+#include "st_test_util.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -312,20 +312,6 @@ static void *chaos(void *arg)
     return NULL;
 }
 
-static int count_fds(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == NULL) {
-        return -1;
-    }
-    int n = 0;
-    while (readdir(dir) != NULL) {
-        n++;
-    }
-    closedir(dir);
-    return n;
-}
-
 static long rss_kib(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -342,20 +328,6 @@ static long rss_kib(void)
     }
     fclose(f);
     return kib;
-}
-
-static int parse_eventsys(const char *name)
-{
-    if (strcmp(name, "epoll") == 0) {
-        return ST_EVENTSYS_ALT;
-    }
-    if (strcmp(name, "poll") == 0) {
-        return ST_EVENTSYS_POLL;
-    }
-    if (strcmp(name, "select") == 0) {
-        return ST_EVENTSYS_SELECT;
-    }
-    return -1;
 }
 
 static int usage(const char *argv0)
@@ -380,7 +352,7 @@ int main(int argc, char **argv)
             conns = strtol(optarg, NULL, 10);
             break;
         case 'e':
-            eventsys = parse_eventsys(optarg);
+            eventsys = st_test_eventsys_by_name(optarg);
             break;
         case 's':
             seed = strtoul(optarg, NULL, 10);
@@ -393,7 +365,7 @@ int main(int argc, char **argv)
         return usage(argv[0]);
     }
 
-    int fds_before = count_fds();
+    int fds_before = st_test_count_open_fds();
     s.rng = seed * 0x9E3779B97F4A7C15ULL + 1;
     s.conns = (int)conns;
     s.max_members = 2 * s.conns + ACCEPTORS + 16;
@@ -455,7 +427,7 @@ int main(int argc, char **argv)
     int close_rc = st_netfd_close(s.listener);
     st_destroy();
     free(s.members);
-    int fds_after = count_fds();
+    int fds_after = st_test_count_open_fds();
 
     printf("soak: %.1f s, %d conns, %s, seed %lu\n", elapsed, s.conns,
            eventsys == ST_EVENTSYS_ALT ? "epoll" : eventsys == ST_EVENTSYS_POLL ? "poll" : "select",
