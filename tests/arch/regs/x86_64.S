@@ -11,24 +11,44 @@
  * 4 r14, 5 r15, 6 MXCSR rounding, 7 x87 rounding. The caller's registers
  * are restored before returning, as the ABI requires.
  */
+/* push/pop one register, telling the unwinder how far the CFA moved. */
+    .macro  push_cfi reg
+    pushq   \reg
+    .cfi_adjust_cfa_offset 8
+    .endm
+    .macro  pop_cfi reg
+    popq    \reg
+    .cfi_adjust_cfa_offset -8
+    .endm
+
+/* reg = pattern ^ seed (in %rdx). */
+    .macro  seed_reg pattern, reg
+    movabsq $\pattern, \reg
+    xorq    %rdx, \reg
+    .endm
+
+/* Sets bit in %eax unless reg still holds pattern ^ seed (seed in %rsi). */
+    .macro  check_reg pattern, reg, bit
+    movabsq $\pattern, %rdx
+    xorq    %rsi, %rdx
+    cmpq    %rdx, \reg
+    je      1f
+    orl     $\bit, %eax
+1:
+    .endm
+
     .text
     .globl  st_test_regs_call
     .type   st_test_regs_call, @function
     .p2align 4
 st_test_regs_call:
     .cfi_startproc
-    pushq   %rbp
-    .cfi_adjust_cfa_offset 8
-    pushq   %rbx
-    .cfi_adjust_cfa_offset 8
-    pushq   %r12
-    .cfi_adjust_cfa_offset 8
-    pushq   %r13
-    .cfi_adjust_cfa_offset 8
-    pushq   %r14
-    .cfi_adjust_cfa_offset 8
-    pushq   %r15
-    .cfi_adjust_cfa_offset 8
+    push_cfi %rbp
+    push_cfi %rbx
+    push_cfi %r12
+    push_cfi %r13
+    push_cfi %r14
+    push_cfi %r15
     subq    $24, %rsp               /* 0: seed, 8: caller MXCSR, 12: caller x87 CW, 16: scratch */
     .cfi_adjust_cfa_offset 24
     movq    %rcx, (%rsp)
@@ -59,54 +79,24 @@ st_test_regs_call:
     movw    %ax, 16(%rsp)
     fldcw   16(%rsp)
 
-    movabsq $0x1111111111111111, %rbx
-    xorq    %rdx, %rbx
-    movabsq $0x2222222222222222, %rbp
-    xorq    %rdx, %rbp
-    movabsq $0x3333333333333333, %r12
-    xorq    %rdx, %r12
-    movabsq $0x4444444444444444, %r13
-    xorq    %rdx, %r13
-    movabsq $0x5555555555555555, %r14
-    xorq    %rdx, %r14
-    movabsq $0x6666666666666666, %r15
-    xorq    %rdx, %r15
+    seed_reg 0x1111111111111111, %rbx
+    seed_reg 0x2222222222222222, %rbp
+    seed_reg 0x3333333333333333, %r12
+    seed_reg 0x4444444444444444, %r13
+    seed_reg 0x5555555555555555, %r14
+    seed_reg 0x6666666666666666, %r15
 
     callq   *%r8
 
     xorl    %eax, %eax
     movq    (%rsp), %rsi
-    movabsq $0x1111111111111111, %rdx
-    xorq    %rsi, %rdx
-    cmpq    %rdx, %rbx
-    je      1f
-    orl     $1, %eax
-1:  movabsq $0x2222222222222222, %rdx
-    xorq    %rsi, %rdx
-    cmpq    %rdx, %rbp
-    je      1f
-    orl     $2, %eax
-1:  movabsq $0x3333333333333333, %rdx
-    xorq    %rsi, %rdx
-    cmpq    %rdx, %r12
-    je      1f
-    orl     $4, %eax
-1:  movabsq $0x4444444444444444, %rdx
-    xorq    %rsi, %rdx
-    cmpq    %rdx, %r13
-    je      1f
-    orl     $8, %eax
-1:  movabsq $0x5555555555555555, %rdx
-    xorq    %rsi, %rdx
-    cmpq    %rdx, %r14
-    je      1f
-    orl     $16, %eax
-1:  movabsq $0x6666666666666666, %rdx
-    xorq    %rsi, %rdx
-    cmpq    %rdx, %r15
-    je      1f
-    orl     $32, %eax
-1:  stmxcsr 16(%rsp)
+    check_reg 0x1111111111111111, %rbx, 1
+    check_reg 0x2222222222222222, %rbp, 2
+    check_reg 0x3333333333333333, %r12, 4
+    check_reg 0x4444444444444444, %r13, 8
+    check_reg 0x5555555555555555, %r14, 16
+    check_reg 0x6666666666666666, %r15, 32
+    stmxcsr 16(%rsp)
     movl    16(%rsp), %edx
     shrl    $13, %edx
     andl    $3, %edx
@@ -130,18 +120,12 @@ st_test_regs_call:
     fldcw   12(%rsp)
     addq    $24, %rsp
     .cfi_adjust_cfa_offset -24
-    popq    %r15
-    .cfi_adjust_cfa_offset -8
-    popq    %r14
-    .cfi_adjust_cfa_offset -8
-    popq    %r13
-    .cfi_adjust_cfa_offset -8
-    popq    %r12
-    .cfi_adjust_cfa_offset -8
-    popq    %rbx
-    .cfi_adjust_cfa_offset -8
-    popq    %rbp
-    .cfi_adjust_cfa_offset -8
+    pop_cfi %r15
+    pop_cfi %r14
+    pop_cfi %r13
+    pop_cfi %r12
+    pop_cfi %rbx
+    pop_cfi %rbp
     ret
     .cfi_endproc
     .size   st_test_regs_call, .-st_test_regs_call
