@@ -45,6 +45,11 @@ Test(faults_memory, init_fails_cleanly_at_every_allocation)
         cr_expect_eq(errno, ENOMEM);
         disarm(F_calloc);
     }
+    arm(F_malloc, 1, ENOMEM);
+    errno = 0;
+    cr_expect_eq(st_init(), -1, "epoll's event buffer");
+    cr_expect_eq(errno, ENOMEM);
+    disarm(F_malloc);
     arm(F_realloc, 1, ENOMEM);
     cr_expect_eq(st_init(), -1, "heap reservation for the idle coroutine");
     arm(F_mmap64, 1, ENOMEM);
