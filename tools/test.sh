@@ -3,7 +3,7 @@
 #
 #   tools/test.sh
 #
-# 1. installs missing Debian packages (tools/deps.sh);
+# 1. installs missing Debian packages (tools/ci/deps.sh);
 # 2. configures a fresh debug build with coverage in build-test/ and builds it;
 # 3. runs the whole Meson test suite (unit, api per backend, tools, header);
 # 4. runs clang-tidy over the project's C sources (any warning fails);
@@ -71,8 +71,8 @@ summary() {
 }
 
 # ---------------------------------------------------------------------------
-step "dependencies (tools/deps.sh)"
-if ! bash tools/deps.sh all; then
+step "dependencies (tools/ci/deps.sh)"
+if ! bash tools/ci/deps.sh all; then
     record setup 0 1 "missing Debian packages (see the apt-get line above)"
     summary
 fi
@@ -104,11 +104,11 @@ meson test -C "$BUILD" --no-rebuild --print-errorlogs \
     --num-processes "$JOBS" --timeout-multiplier 3 || test_rc=$?
 echo "meson test exit status: $test_rc"
 
-# Counts individual results (see tools/count_tests.py) and records them as
+# Counts individual results (see tools/ci/count_tests.py) and records them as
 # two groups, NAME (Criterion tests) and NAME-other (other Meson tests).
 count_tests() {   # count_tests NAME TESTLOG MESON_EXIT_STATUS
     local name=$1 log=$2 rc=$3 out c_pass c_fail c_exes o_pass o_fail skipped
-    out=$(python3 tools/count_tests.py "$log") || out="0 1 0 0 0 0"
+    out=$(python3 tools/ci/count_tests.py "$log") || out="0 1 0 0 0 0"
     read -r c_pass c_fail c_exes o_pass o_fail skipped <<<"$out"
     if ((c_pass + c_fail > 0)); then
         record "$name" "$c_pass" "$c_fail" "individual Criterion tests in $c_exes executables"
@@ -253,11 +253,11 @@ fi
 step "packaging: Meson wrap and pkg-config consumers, meson dist"
 for pk in consumer_check dist_check; do
     pk_log="$LOGS/$pk.log"
-    bash "tools/$pk.sh" "$BUILD/$pk" 2>&1 | tee "$pk_log" || true
+    bash "tools/ci/$pk.sh" "$BUILD/$pk" 2>&1 | tee "$pk_log" || true
     pk_pass=$(grep -c '^PASS ' "$pk_log" || true)
     pk_fail=$(grep -c '^FAIL ' "$pk_log" || true)
     if ((pk_pass + pk_fail == 0)); then
-        record "$pk" 0 1 "tools/$pk.sh printed no PASS/FAIL line (log: $pk_log)"
+        record "$pk" 0 1 "tools/ci/$pk.sh printed no PASS/FAIL line (log: $pk_log)"
     else
         record "$pk" "$pk_pass" "$pk_fail" "one check per PASS/FAIL line (log: $pk_log)"
     fi
@@ -347,7 +347,7 @@ if tool_build valgrind "$vg" -Dtests=enabled; then
     vg_bad=()
     for prog in "ST_TEST_EVENTSYS=poll tests/api/api_runner_io" \
         "ST_TEST_EVENTSYS=select tests/api/api_runner_io" \
-        "tools/helloworld" "tools/stack" "tools/backtrace --check" \
+        "tools/porting/helloworld" "tools/porting/stack" "tools/porting/backtrace --check" \
         "tests/debug/debug_pthreads 2 500"; do
         vg_env=(ST_RUNNER_TIMEOUT_SCALE=10)
         if [[ $prog == ST_TEST_EVENTSYS=* ]]; then
@@ -371,13 +371,13 @@ fi
 # ---------------------------------------------------------------------------
 # The API fuzzer (libFuzzer + ASan + UBSan, tests/fuzz) for a fixed budget,
 # from the corpus in the repository; any finding fails the step.
-step "fuzz: 120 s of tools/fuzz.sh"
+step "fuzz: 120 s of tools/fuzz/run.sh"
 fuzz_log="$LOGS/fuzz.log"
-if bash tools/fuzz.sh -t 120 -o "$BUILD/fuzz" >"$fuzz_log" 2>&1; then
+if bash tools/fuzz/run.sh -t 120 -o "$BUILD/fuzz" >"$fuzz_log" 2>&1; then
     record fuzz 1 0 "$(grep -m1 '^fuzz: [0-9]* executions' "$fuzz_log")"
 else
     tail -n 20 "$fuzz_log" || true
-    record fuzz 0 1 "tools/fuzz.sh failed (log: $fuzz_log)"
+    record fuzz 0 1 "tools/fuzz/run.sh failed (log: $fuzz_log)"
 fi
 
 # ---------------------------------------------------------------------------
