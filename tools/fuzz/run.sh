@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz the public API with libFuzzer for a fixed time (tests/fuzz/fuzz_api.c).
 #
-#   tools/fuzz.sh [-t SECONDS] [-j JOBS] [-o BUILD_DIR] [-- LIBFUZZER_ARGS...]
+#   tools/fuzz/run.sh [-t SECONDS] [-j JOBS] [-o BUILD_DIR] [-- LIBFUZZER_ARGS...]
 #
 #   -t SECONDS   total fuzzing time (default 120)
 #   -j JOBS      parallel fuzzing processes sharing the corpus directory
@@ -18,7 +18,7 @@
 # (or the fuzzer binary with the file as its argument).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$ROOT"
 
 budget=120
@@ -60,7 +60,7 @@ clang -fsanitize=fuzzer,address "$probe/probe.c" -o "$probe/probe" >"$probe/log"
 
 # Configure once. A directory this script did not make is never touched.
 if [[ -e $build && ! -f $build/.st-fuzz-build ]]; then
-    fail "$build exists and is not a build directory of tools/fuzz.sh"
+    fail "$build exists and is not a build directory of tools/fuzz/run.sh"
 fi
 if [[ ! -f $build/build.ninja ]]; then
     rm -rf "$build"

@@ -4,13 +4,13 @@
 # loopback, drive it with the load client, and report connections, requests
 # per second and the server's memory.
 #
-#   tools/demo.sh [-c connections] [-d seconds] [-b epoll|poll|select]
+#   tools/examples/demo.sh [-c connections] [-d seconds] [-b epoll|poll|select]
 #
 # Defaults: 300 connections for 5 seconds on epoll. Only loopback is used.
 # Environment: ST_DEMO_BUILD_DIR (default build).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$ROOT"
 
 BUILD=${ST_DEMO_BUILD_DIR:-build}
@@ -37,7 +37,7 @@ done
 say() { printf '==> %s\n' "$*"; }
 
 say "dependencies"
-bash tools/deps.sh build
+bash tools/ci/deps.sh build
 
 if [[ -f $BUILD/meson-private/coredata.dat ]]; then
     say "reusing $BUILD/"

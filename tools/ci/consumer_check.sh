@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # st as other projects consume it, from the working tree:
 #
-#   tools/consumer_check.sh [WORKDIR]
+#   tools/ci/consumer_check.sh [WORKDIR]
 #
 # 1. meson: the separate Meson project tests/consumer, copied to WORKDIR with
 #    this repository linked at its subprojects/st-source, configured offline
@@ -18,7 +18,7 @@
 # directory, removed at the end unless a check failed).
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 if [[ $# -ge 1 ]]; then
     WORK=$1
     rm -rf "$WORK"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages st needs, when some are missing.
 #
-#   tools/deps.sh          everything: build, tests, coverage, clang-tidy and
+#   tools/ci/deps.sh          everything: build, tests, coverage, clang-tidy and
 #                          the cross toolchains with qemu-user (tools/cross/run.sh)
-#   tools/deps.sh build    only what building the library and tools needs
+#   tools/ci/deps.sh build    only what building the library and tools needs
 #
 # Run as root it installs what is missing (apt-get update first, only then);
 # run as another user it prints the apt-get line to run and exits 1.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release tarball builds, tests and installs on its own:
 #
-#   tools/dist_check.sh [-r REPO] [WORKDIR]
+#   tools/ci/dist_check.sh [-r REPO] [WORKDIR]
 #
 # 1. dist: clones the current HEAD of REPO (default: this repository; only
 #    committed files count, as in any release) into WORKDIR, configures it
@@ -20,7 +20,7 @@
 # directory, removed at the end unless a check failed).
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 REPO=$ROOT
 if [[ ${1:-} == -r ]]; then
     REPO=$(cd "$2" && pwd -P)
