@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness of the public API (tools/fuzz.sh builds and runs it; the
+ * libFuzzer harness of the public API (tools/fuzz/run.sh builds and runs it; the
  * corpus replays as a regular test through fuzz_replay.c).
  *
  * One input is one program: its first byte picks the event backend, every

@@ -1,7 +1,7 @@
 /*
  * Runs the fuzz harness over files without libFuzzer: the corpus in
  * tests/fuzz/corpus is replayed as a regular test by every build (gcc,
- * sanitizers, coverage), and a crash file found by tools/fuzz.sh is
+ * sanitizers, coverage), and a crash file found by tools/fuzz/run.sh is
  * reproduced with `fuzz_api_replay FILE`.
  *
  *   fuzz_api_replay FILE|DIR...
