@@ -612,6 +612,33 @@ Test(bad_input, closing_a_netfd_whose_waiter_was_woken_is_ebusy)
     }
 }
 
+/*
+ * st_destroy while a coroutine still waits on a netfd freed under it: the
+ * netfd, which only that coroutine still held, is released with it (the
+ * leak checkers of the ASan and valgrind runs see the difference).
+ */
+Test(bad_input, st_destroy_releases_a_netfd_freed_under_its_waiter)
+{
+    for (size_t i = 0; i < NBACKENDS; i++) {
+        struct st_test_blocked waiting = {.call = st_test_read_forever};
+        int before = st_test_open_fds();
+        int raw;
+        int fd;
+
+        init_backend(compiled_backends[i]);
+        waiting.nfd = st_test_socketpair_raw(&raw);
+        fd = st_netfd_fileno(waiting.nfd);
+        cr_assert_not_null(st_test_block_and_sleep(&waiting, 1000));
+        st_netfd_free(waiting.nfd);
+        st_destroy();
+        close(fd);
+        close(raw);
+        cr_assert_eq(st_test_open_fds(), before, "descriptors left behind");
+    }
+    st_test_init();
+    expect_usable();
+}
+
 Test(bad_input, freeing_a_netfd_under_its_waiters_fails_them_with_ebadf)
 {
     for (size_t i = 0; i < NBACKENDS; i++) {
