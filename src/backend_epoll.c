@@ -243,10 +243,7 @@ static int epoll_fd_new(struct st__sched *sched, int osfd)
          * (the same file, opened as a netfd once more). A failure leaves it
          * unregistered, like any descriptor the kernel refuses to watch.
          */
-        st->registered--;
-        ew->registered = 0;
-        struct epoll_event ev = {0};
-        (void)epoll_ctl(st->epfd, EPOLL_CTL_DEL, osfd, &ev);
+        (void)set_registration(st, ew, 0);
         (void)set_registration(st, ew, st__fdwatch_wanted(w));
     }
     return 0;

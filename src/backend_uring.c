@@ -364,20 +364,13 @@ static void leave(struct st__uring_state *st, struct st__uring_watch *w)
     if (w->armed == 0 || wanted_events(w) != 0) {
         return; /* a request for more than is wanted is left to fire */
     }
-    if (!sync_watch(st, w)) {
-        /*
-         * No room for the removal (the ring is full and will not submit).
-         * Disown the request at once: the caller may close the descriptor
-         * and its number come back for another file, whose waiters must get
-         * a request of their own instead of counting on this one. Its
-         * completion is now stale; the removal goes with the next dispatch.
-         */
-        w->armed = 0;
-        w->unremoved = true;
-        mark_dirty(st, w);
-        return;
-    }
-    if (w->common.owned) {
+    /*
+     * Disowned at once even when the ring has no room for the removal: the
+     * caller may close the descriptor and its number come back for another
+     * file, whose waiters must get a request of their own.
+     */
+    replace_request(st, w);
+    if (w->unremoved || w->common.owned) {
         return; /* submitted with the next dispatch, or by fd_free */
     }
     if (st->in_dispatch) {

@@ -133,8 +133,7 @@ static void wake_first(struct st__sched *sched, st_cond_t cvar)
     struct st__list *link = cvar->wait_q.next;
     struct _st_thread *thread = st__thread_from_wait_links(link);
     assert(thread->state == ST__COND_WAIT && thread->cond == cvar);
-    st__list_remove(link);
-    cvar->woken++;
+    st__cond_waiter_woken(thread);
     st__sched_sleep_del(sched, thread);
     st__sched_make_runnable(sched, thread);
 }
