@@ -77,6 +77,19 @@ int bench_cpu(int n);
 /* Pin the calling process to one CPU (no-op for cpu < 0). */
 void bench_pin(int cpu);
 
+/* TCP_NODELAY on a socket. */
+void bench_set_nodelay(int fd);
+
+/* O_NONBLOCK on a descriptor; 0 or -1. */
+int bench_set_nonblocking(int fd);
+
+/* 127.0.0.1:port. */
+struct sockaddr_in;
+void bench_loopback_addr(struct sockaddr_in *addr, long port);
+
+/* A listening socket on 127.0.0.1:port (0: any free port), backlog SOMAXCONN; its port in *bound. */
+int bench_listen_loopback(long port, unsigned *bound);
+
 /* Raise the soft fd limit to the hard one; returns the new soft limit. */
 long bench_raise_fd_limit(void);
 

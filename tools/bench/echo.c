@@ -18,11 +18,8 @@
  * the two servers over several rounds, so that a disturbance on a noisy
  * machine hits both alike, and reports medians over all windows.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -47,42 +44,6 @@ enum {
 };
 
 static bool serve_once; /* exit when the first connection ends (callgrind runs) */
-
-static void set_nodelay(int fd)
-{
-    int one = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-static int set_nonblocking(int fd)
-{
-    int flags = fcntl(fd, F_GETFL);
-    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
-/* A listening socket on 127.0.0.1:port (0: any free port); its port in *bound. */
-static int listen_loopback(long port, unsigned *bound)
-{
-    int one = 1;
-    struct sockaddr_in addr;
-    socklen_t len = sizeof addr;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        (void)close(fd);
-        return -1;
-    }
-    *bound = ntohs(addr.sin_port);
-    return fd;
-}
 
 /* ---- the st server ------------------------------------------------------------------ */
 
@@ -125,7 +86,7 @@ static int st_server(int lfd, int eventsys)
             (void)st_usleep(10000);
             continue;
         }
-        set_nodelay(st_netfd_fileno(fd));
+        bench_set_nodelay(st_netfd_fileno(fd));
         if (st_thread_create(st_connection, fd, 0, 0) == NULL) {
             perror("bench: st_thread_create");
             (void)st_netfd_close(fd);
@@ -164,7 +125,7 @@ static void epoll_accept(int epfd, int lfd)
             return;
         }
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-        set_nodelay(fd);
+        bench_set_nodelay(fd);
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             perror("bench: epoll_ctl");
             (void)close(fd);
@@ -203,7 +164,7 @@ static int epoll_server(int lfd, bool drain)
     static char buf[SERVER_BUF];
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
-    if (epfd < 0 || set_nonblocking(lfd) != 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
+    if (epfd < 0 || bench_set_nonblocking(lfd) != 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
         perror("bench: epoll server");
         return -1;
     }
@@ -243,7 +204,7 @@ static int run_server(const char *server, int lfd)
 int bench_serve(const char *server, long port, bool once)
 {
     unsigned bound = 0;
-    int lfd = listen_loopback(port, &bound);
+    int lfd = bench_listen_loopback(port, &bound);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;
@@ -303,7 +264,7 @@ static int client_connect(struct client *cl, long i, const struct sockaddr_in *a
     if (fd < 0 || connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0) {
         return -1;
     }
-    set_nodelay(fd);
+    bench_set_nodelay(fd);
     if (send(fd, cl->message, MSG, MSG_NOSIGNAL) != MSG) {
         return -1;
     }
@@ -315,7 +276,7 @@ static int client_connect(struct client *cl, long i, const struct sockaddr_in *a
         got += (size_t)n;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
-    return set_nonblocking(fd) == 0 && epoll_ctl(cl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
+    return bench_set_nonblocking(fd) == 0 && epoll_ctl(cl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
 }
 
 static int client_open(struct client *cl, long port, long nconns)
@@ -339,10 +300,7 @@ static int client_open(struct client *cl, long port, long nconns)
     for (int i = 0; i < MSG; i++) {
         cl->message[i] = (char)('a' + i % 26);
     }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bench_loopback_addr(&addr, port);
     for (long i = 0; i < nconns; i++) {
         if (client_connect(cl, i, &addr) != 0) {
             fprintf(stderr, "bench: client connection %ld of %ld: %s\n", i, nconns,
@@ -495,7 +453,7 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
     unsigned port = 0;
     int status = 0;
     int rc = -1;
-    int lfd = listen_loopback(0, &port);
+    int lfd = bench_listen_loopback(0, &port);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;

@@ -1,11 +1,16 @@
 /* Helpers shared by the benchmark groups: time, statistics, /proc, CPUs, output. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,6 +221,46 @@ void bench_pin(int cpu)
     if (sched_setaffinity(0, sizeof set, &set) != 0) {
         perror("bench: sched_setaffinity");
     }
+}
+
+void bench_set_nodelay(int fd)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int bench_set_nonblocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void bench_loopback_addr(struct sockaddr_in *addr, long port)
+{
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_port = htons((uint16_t)port);
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
+int bench_listen_loopback(long port, unsigned *bound)
+{
+    int one = 1;
+    struct sockaddr_in addr;
+    socklen_t len = sizeof addr;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    bench_loopback_addr(&addr, port);
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+        (void)close(fd);
+        return -1;
+    }
+    *bound = ntohs(addr.sin_port);
+    return fd;
 }
 
 long bench_raise_fd_limit(void)
