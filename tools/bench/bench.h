@@ -87,8 +87,8 @@ int bench_set_nonblocking(int fd);
 struct sockaddr_in;
 void bench_loopback_addr(struct sockaddr_in *addr, long port);
 
-/* A listening socket on 127.0.0.1:port (0: any free port), backlog SOMAXCONN; its port in *bound. */
-int bench_listen_loopback(long port, unsigned *bound);
+/* A listening socket on 127.0.0.1:port (0: any free port); its port in *bound. */
+int bench_listen_loopback(long port, int backlog, unsigned *bound);
 
 /* Raise the soft fd limit to the hard one; returns the new soft limit. */
 long bench_raise_fd_limit(void);
@@ -99,6 +99,9 @@ void bench_result(const char *key, double value, const char *unit, const char *b
 
 /* Print one NOTE line. */
 void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Whether server `name` is in `list`: names separated by commas, "both" (epoll, st) or "all". */
+bool bench_server_wanted(const char *list, const char *name);
 
 /* Parse a non-negative decimal number; -1 if it is not one. */
 long bench_parse_long(const char *s);
@@ -151,5 +154,58 @@ int bench_serve(const char *server, long port, bool once);
  * previous echo arrived (so that a slowed-down server is idle when it comes).
  */
 int bench_client(long port, long conns, long requests, long gap_us);
+
+/* fairness.c: first-byte latency of a burst of new connections to a starved server. */
+struct fairness_params {
+    const char *servers; /* names separated by commas, "both" (epoll,st) or "all" */
+    long conns;          /* connections opened at once */
+    long backlog;        /* the listen backlog */
+    int share;           /* percent of one CPU the server gets (0: all of it) */
+    long period_us;      /* the period of a cgroup quota */
+    const char *method;  /* how: auto, cgroup2, cgroup1, spin or none (starve.c) */
+    double limit_s;      /* a run ends when every connection is served or after this long */
+    int rounds;
+};
+int bench_fairness(const struct fairness_params *params);
+
+/* ---- starve.c: a small fixed share of one CPU for one process ------------------------ */
+
+enum bench_starve_kind {
+    BENCH_STARVE_NONE,
+    BENCH_STARVE_RT,
+    BENCH_STARVE_CGROUP2,
+    BENCH_STARVE_CGROUP1,
+    BENCH_STARVE_SPIN
+};
+enum { BENCH_MAX_SPINNERS = 16 };
+
+struct bench_starve {
+    enum bench_starve_kind kind;
+    int share;          /* percent of one CPU (for spinners: what their count gives) */
+    int cpu;            /* the CPU the starved process is pinned to, or -1 */
+    long period_us;     /* the quota's period */
+    char dir[512];      /* the cgroup made for it */
+    char procs[32];     /* the file of that cgroup a pid is written to */
+    pid_t spinners[BENCH_MAX_SPINNERS];
+    int nspinners;
+    char why[1024];     /* what was chosen (and why the ones before it were not) */
+    char tried[768];    /* why the methods tried first could not be used */
+};
+
+/*
+ * Get ready to hold one process to `share` percent of CPU `cpu` (a quota
+ * per `period_us` for the cgroup methods), by
+ * `method`: auto (the first that works of rt (only for a real-time caller),
+ * cgroup2, cgroup1, spin), one of those, or none. 0, or -1 with the reason
+ * in s->why.
+ */
+int bench_starve_start(struct bench_starve *s, const char *method, int share, long period_us,
+                       int cpu);
+
+/* In the process to starve (a child, after its pinning): join the cgroup. */
+int bench_starve_enter(const struct bench_starve *s);
+
+/* Undo everything: kill the spinners, remove the cgroup (its process must be reaped). */
+void bench_starve_stop(struct bench_starve *s);
 
 #endif /* BENCH_H */

@@ -204,7 +204,7 @@ static int run_server(const char *server, int lfd)
 int bench_serve(const char *server, long port, bool once)
 {
     unsigned bound = 0;
-    int lfd = bench_listen_loopback(port, &bound);
+    int lfd = bench_listen_loopback(port, SOMAXCONN, &bound);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;
@@ -453,7 +453,7 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
     unsigned port = 0;
     int status = 0;
     int rc = -1;
-    int lfd = bench_listen_loopback(0, &port);
+    int lfd = bench_listen_loopback(0, SOMAXCONN, &port);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;
@@ -545,25 +545,6 @@ static void report_echo(const struct echo_params *p, const char *name, const str
                pinned ? "" : "; one CPU: not pinned");
 }
 
-/* Whether `name` is in `list`: names separated by commas, or "both" (epoll, st) or "all". */
-static bool server_wanted(const char *list, const char *name)
-{
-    if (strcmp(list, "all") == 0) {
-        return true;
-    }
-    if (strcmp(list, "both") == 0) {
-        return strcmp(name, "epoll") == 0 || strcmp(name, "st") == 0;
-    }
-    size_t len = strlen(name);
-    for (const char *at = list; at != NULL; at = strchr(at, ',')) {
-        at += *at == ',';
-        if (strncmp(at, name, len) == 0 && (at[len] == ',' || at[len] == '\0')) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* st against the loop that reads until EAGAIN, when both ran: rate and server CPU. */
 static void report_st_vs_drain(const struct echo_params *p, const struct window *st, int nst,
                                const struct window *drain, int ndrain)
@@ -607,7 +588,7 @@ int bench_echo(const struct echo_params *p)
     }
     for (int r = 0; r < p->rounds; r++) {
         for (size_t s = 0; s < SERVERS; s++) {
-            if (!server_wanted(p->servers, names[s])) {
+            if (!bench_server_wanted(p->servers, names[s])) {
                 continue;
             }
             if (echo_round(p, names[s], cpus, &w[s][n[s]]) != 0) {

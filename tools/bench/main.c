@@ -12,6 +12,11 @@
  *              (names: epoll, st, st-io_uring, epoll-drain; both: epoll,st)
  *              [--conns N[,N...]] [--repeat N] [--warmup S] [--window S] [--windows N]
  *   memory     RSS per idle coroutine --read|--sleep [--count N] [--stack KIB]
+ *   fairness   first-byte latency of N connections opened at once to a server
+ *              starved of CPU [--server NAME[,NAME...]|both|all] (names: epoll,
+ *              st, st-poll, st-select) [--conns N[,N...]] [--share PCT]
+ *              [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]
+ *              [--limit S] [--repeat N]
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
@@ -23,7 +28,7 @@
 
 #include "bench.h"
 
-enum job_kind { JOB_MICRO, JOB_HEAP, JOB_ECHO, JOB_MEMORY };
+enum job_kind { JOB_MICRO, JOB_HEAP, JOB_ECHO, JOB_MEMORY, JOB_FAIRNESS };
 
 struct job {
     enum job_kind kind;
@@ -32,6 +37,7 @@ struct job {
     long size;       /* heap: rounds; memory: stack KiB */
     bool sleep;      /* memory: sleepers instead of readers */
     struct echo_params echo;
+    struct fairness_params fairness;
 };
 
 static int run_job(const void *arg)
@@ -46,6 +52,8 @@ static int run_job(const void *arg)
         return bench_echo(&job->echo);
     case JOB_MEMORY:
         return bench_memory(job->sleep, job->count, job->size);
+    case JOB_FAIRNESS:
+        return bench_fairness(&job->fairness);
     }
     return -1;
 }
@@ -59,7 +67,7 @@ struct options {
     long rounds;
     long repeat;
     const char *server;
-    const char *conns;
+    const char *conns; /* NULL: the command's default */
     double warmup;
     double window;
     long windows;
@@ -70,6 +78,11 @@ struct options {
     long requests;
     long gap_us;
     bool once;
+    long share;
+    long backlog;
+    long period_us;
+    const char *method;
+    double limit;
 };
 
 static void usage(void)
@@ -81,6 +94,9 @@ static void usage(void)
             "  echo   [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--repeat N] [--warmup S]"
             " [--window S] [--windows N]\n"
             "  memory --read|--sleep [--count N] [--stack KIB]\n"
+            "  fairness [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--share PCT]\n"
+            "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
+            "           [--limit S] [--repeat N]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n");
 }
@@ -106,7 +122,8 @@ static long *number_option(struct options *o, const char *name)
         {"--reps", &o->reps},       {"--exact", &o->scale.exact}, {"--sleepers", &o->sleepers},
         {"--rounds", &o->rounds},   {"--windows", &o->windows},   {"--count", &o->count},
         {"--stack", &o->stack_kib}, {"--port", &o->port},         {"--requests", &o->requests},
-        {"--gap-us", &o->gap_us},   {"--repeat", &o->repeat},
+        {"--gap-us", &o->gap_us},   {"--repeat", &o->repeat},     {"--share", &o->share},
+        {"--backlog", &o->backlog}, {"--period", &o->period_us},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(table[i].name, name) == 0) {
@@ -140,6 +157,10 @@ static int parse_option(struct options *o, const char *name, const char *value)
         return parse_seconds(value, &o->warmup);
     } else if (strcmp(name, "--window") == 0) {
         return parse_seconds(value, &o->window);
+    } else if (strcmp(name, "--limit") == 0) {
+        return parse_seconds(value, &o->limit);
+    } else if (strcmp(name, "--method") == 0) {
+        o->method = value;
     } else {
         return -1;
     }
@@ -204,6 +225,39 @@ static int run_group(const struct job *job, bool child)
     return (child ? bench_in_child(run_job, job) : run_job(job)) != 0;
 }
 
+/* The fairness bursts: each connection count in a fresh process. */
+static int run_fairness(const struct options *o, const char *conn_list)
+{
+    char list[256];
+    int rc = 0;
+    if (o->share > 100 || o->backlog < 1 || o->backlog > 65535) {
+        fprintf(stderr, "st_bench: --share must be 0..100, --backlog 1..65535\n");
+        return -1;
+    }
+    (void)snprintf(list, sizeof list, "%s", conn_list);
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        long conns = bench_parse_long(tok);
+        if (conns < 1) {
+            fprintf(stderr, "st_bench: bad connection count '%s'\n", tok);
+            return -1;
+        }
+        struct job job = {.kind = JOB_FAIRNESS,
+                          .fairness = {.servers = o->server,
+                                       .conns = conns,
+                                       .backlog = o->backlog,
+                                       .share = (int)o->share,
+                                       .period_us = o->period_us,
+                                       .method = o->method,
+                                       .limit_s = o->limit,
+                                       .rounds = (int)o->repeat}};
+        fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
+                conns, o->share);
+        rc |= bench_in_child(run_job, &job) != 0;
+    }
+    return rc;
+}
+
 static int run_memory(bool sleep, long count, long stack_kib, bool child)
 {
     struct job job = {.kind = JOB_MEMORY, .sleep = sleep, .count = count, .size = stack_kib};
@@ -245,6 +299,14 @@ static int run_all(struct options *o, bool smoke)
         rc |= run_heap(&o->scale, 100000, 10, true);
     }
     rc |= run_echo(o, smoke ? "1,20" : "1,100,1000,10000");
+    /* Smoke: a small burst, no starvation. */
+    o->server = "both";
+    if (smoke) {
+        o->share = 0;
+        o->method = "none";
+        o->limit = 10;
+    }
+    rc |= run_fairness(o, smoke ? "20" : "500");
     rc |= run_memory(false, smoke ? 500 : 100000, 16, true);
     rc |= run_memory(true, smoke ? 500 : 1000000, 16, true);
     if (!smoke) {
@@ -263,7 +325,10 @@ static int run_command(const char *cmd, struct options *o)
         return run_heap(&o->scale, o->sleepers, o->rounds, false);
     }
     if (strcmp(cmd, "echo") == 0) {
-        return run_echo(o, o->conns);
+        return run_echo(o, o->conns != NULL ? o->conns : "1,100,1000,10000");
+    }
+    if (strcmp(cmd, "fairness") == 0) {
+        return run_fairness(o, o->conns != NULL ? o->conns : "500");
     }
     if (strcmp(cmd, "memory") == 0 && o->memory_mode != 0) {
         return run_memory(o->memory_mode == 2, o->count, o->stack_kib, false);
@@ -272,7 +337,7 @@ static int run_command(const char *cmd, struct options *o)
         return bench_serve(o->server, o->port, o->once) != 0;
     }
     if (strcmp(cmd, "client") == 0 && o->port > 0 && o->requests > 0) {
-        long conns = bench_parse_long(o->conns);
+        long conns = o->conns != NULL ? bench_parse_long(o->conns) : 1;
         return bench_client(o->port, conns > 0 ? conns : 1, o->requests, o->gap_us) != 0;
     }
     usage();
@@ -286,7 +351,11 @@ int main(int argc, char **argv)
         .sleepers = 1000,
         .rounds = 1000,
         .server = "both",
-        .conns = "1,100,1000,10000",
+        .share = 20,
+        .backlog = 512,
+        .period_us = 10000,
+        .method = "auto",
+        .limit = 8,
         .repeat = 3,
         .warmup = 0.5,
         .window = 0.5,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite of st, end to end (docs/performance.md):
 #
-#   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory]
+#   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory] [--no-fairness]
 #
 # 1. configures and builds two release builds (gcc -O2): build-bench/ with
 #    the default options (guard pages on) and build-bench-noguard/ with
@@ -9,8 +9,11 @@
 # 2. runs every group of st_bench: micro (raw switch, cond ping-pong, yield,
 #    create+join cached and free), the timeout-heap test (1000 and 100 000
 #    sleepers), loopback echo (st and plain epoll at 1, 100, 1000 and 10 000
-#    connections), memory per idle coroutine (readers and sleepers, 16 KiB and
-#    128 KiB stacks, with and without guard pages), callgrind instruction
+#    connections), fairness under CPU starvation (first-byte latency of 500
+#    and 1000 connections opened at once to a streaming server held to 5% of
+#    a CPU, st and a plain epoll loop), memory per idle coroutine (readers
+#    and sleepers, 16 KiB and 128 KiB stacks, with and without guard pages),
+#    callgrind instruction
 #    counts per switch and per echo round trip, and (with perf) system calls
 #    per echo request;
 # 3. prints one table: every figure and its ratio to the floor (the raw
@@ -21,7 +24,13 @@
 #
 # --rt runs the benchmarks (not the builds) at SCHED_FIFO priority 1 (needs
 # root): on a machine shared with other work, that work then only gets the
-# CPU time the kernel's real-time throttling leaves it (5% by default).
+# CPU time the kernel's real-time throttling leaves it (5% by default). The
+# fairness group's server then runs at SCHED_FIFO too, with a real-time
+# budget (cgroup v1 cpu.rt_runtime_us) instead of a CFS quota.
+#
+# The fairness group creates a cgroup (or busy processes) to starve its
+# server and removes it when done; the exit trap below also removes any a
+# killed run left (st_bench_starve.<pid> under the cgroup mounts).
 #
 # About two minutes on two quiet cores. Environment: ST_BENCH_BUILD_DIR
 # (default build-bench; the second build is that name with -noguard), CC
@@ -35,14 +44,16 @@ BUILD=${ST_BENCH_BUILD_DIR:-build-bench}
 NOGUARD=$BUILD-noguard
 CALLGRIND=1
 MEMORY=1
+FAIRNESS=1
 RT=0
 for arg in "$@"; do
     case $arg in
         --no-callgrind) CALLGRIND=0 ;;
         --no-memory) MEMORY=0 ;;
+        --no-fairness) FAIRNESS=0 ;;
         --rt) RT=1 ;;
         *)
-            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory]" >&2
+            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-fairness]" >&2
             exit 2
             ;;
     esac
@@ -72,6 +83,11 @@ server_pid=
 cleanup() {
     if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
     rm -rf "$TMP"
+    # Cgroups of fairness runs that were killed (their busy processes died with them).
+    local dir
+    for dir in /sys/fs/cgroup/st_bench_starve.* /sys/fs/cgroup/*/st_bench_starve.*; do
+        if [[ -d $dir && ! -d /proc/${dir##*.} ]]; then rmdir "$dir" 2>/dev/null || true; fi
+    done
 }
 trap cleanup EXIT
 
@@ -136,6 +152,12 @@ group "loopback echo, st and plain epoll" "$B" echo --server epoll,st,epoll-drai
     --conns 1,100,1000,10000
 # The io_uring backend (an extension); its ratios refer to the epoll loop above.
 group "loopback echo, st on io_uring" "$B" echo --server st-io_uring --conns 100,1000
+# A burst of new connections to a streaming server that gets 5% of a CPU:
+# how long each waits for its first byte, st against the plain epoll loop.
+if ((FAIRNESS)); then
+    group "fairness: first byte under CPU starvation" "$B" fairness --conns 500,1000 --share 5 \
+        --repeat 3
+fi
 # Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
 group "UDP, 64-byte datagrams: st_sendmmsg vs st_sendto" \
     "$BUILD/tools/examples/udp_batch" -n 200000 -b 32 -r 3

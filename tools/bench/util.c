@@ -243,7 +243,7 @@ void bench_loopback_addr(struct sockaddr_in *addr, long port)
     addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 }
 
-int bench_listen_loopback(long port, unsigned *bound)
+int bench_listen_loopback(long port, int backlog, unsigned *bound)
 {
     int one = 1;
     struct sockaddr_in addr;
@@ -254,7 +254,7 @@ int bench_listen_loopback(long port, unsigned *bound)
     }
     bench_loopback_addr(&addr, port);
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0 ||
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, backlog) != 0 ||
         getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
         (void)close(fd);
         return -1;
@@ -298,6 +298,25 @@ void bench_note(const char *fmt, ...)
     va_end(ap);
     printf("\n");
     (void)fflush(stdout);
+}
+
+/* Whether `name` is in `list`: names separated by commas, or "both" (epoll, st) or "all". */
+bool bench_server_wanted(const char *list, const char *name)
+{
+    if (strcmp(list, "all") == 0) {
+        return true;
+    }
+    if (strcmp(list, "both") == 0) {
+        return strcmp(name, "epoll") == 0 || strcmp(name, "st") == 0;
+    }
+    size_t len = strlen(name);
+    for (const char *at = list; at != NULL; at = strchr(at, ',')) {
+        at += *at == ',';
+        if (strncmp(at, name, len) == 0 && (at[len] == ',' || at[len] == '\0')) {
+            return true;
+        }
+    }
+    return false;
 }
 
 long bench_parse_long(const char *s)
