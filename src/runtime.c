@@ -144,6 +144,11 @@ static int io_init(struct st__sched *sched)
  * the backend until I/O is ready or the earliest deadline passes, wakes
  * whoever is due, and hands the CPU on. With nobody left alive, the
  * process is done.
+ *
+ * While stacks wait to be given mappings of their own (stack.h), a wait
+ * that could block looks first without blocking: only when nothing at all
+ * is ready, the process having time to spare, does it split a few before
+ * it blocks.
  */
 static void *idle_main(void *arg)
 {
@@ -151,7 +156,16 @@ static void *idle_main(void *arg)
     struct _st_thread *me = sched->idle;
     while (sched->active_count > 0) {
         st__stack_reclaim(&sched->stacks);
-        sched->backend->dispatch(sched, st__sched_next_timeout(sched));
+        st_utime_t timeout = st__sched_next_timeout(sched);
+        if (timeout != 0 && st__stack_unsplit(&sched->stacks)) {
+            sched->backend->dispatch(sched, 0);
+            if (st__list_empty(&sched->run_q)) {
+                st__stack_split(&sched->stacks, ST__SPLITS_PER_WAIT);
+            }
+        }
+        if (st__list_empty(&sched->run_q)) {
+            sched->backend->dispatch(sched, timeout);
+        }
         st__sched_check_clock(sched);
         me->state = ST__RUNNABLE;
         st__sched_switch(sched, me);
