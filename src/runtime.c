@@ -146,9 +146,9 @@ static int io_init(struct st__sched *sched)
  * process is done.
  *
  * While stacks wait to be given mappings of their own (stack.h), a wait
- * that could block looks first without blocking: only when nothing at all
- * is ready, the process having time to spare, does it split a few before
- * it blocks.
+ * longer than ST__SPLIT_IDLE_US waits that long first: if nothing at all
+ * happened, the process has time to spare, and it gives a few of them
+ * theirs before it waits again.
  */
 static void *idle_main(void *arg)
 {
@@ -157,14 +157,10 @@ static void *idle_main(void *arg)
     while (sched->active_count > 0) {
         st__stack_reclaim(&sched->stacks);
         st_utime_t timeout = st__sched_next_timeout(sched);
-        if (timeout != 0 && st__stack_unsplit(&sched->stacks)) {
-            sched->backend->dispatch(sched, 0);
-            if (st__list_empty(&sched->run_q)) {
-                st__stack_split(&sched->stacks, ST__SPLITS_PER_WAIT);
-            }
-        }
-        if (st__list_empty(&sched->run_q)) {
-            sched->backend->dispatch(sched, timeout);
+        bool split = timeout > ST__SPLIT_IDLE_US && st__stack_unsplit(&sched->stacks);
+        sched->backend->dispatch(sched, split ? ST__SPLIT_IDLE_US : timeout);
+        if (split && st__list_empty(&sched->run_q)) {
+            st__stack_split(&sched->stacks, ST__SPLITS_PER_WAIT);
         }
         st__sched_check_clock(sched);
         me->state = ST__RUNNABLE;

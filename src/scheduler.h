@@ -180,11 +180,13 @@ static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
  * The first coroutines of a scheduler (those a program starts with: its
  * listeners, its workers) get guarded stacks with mappings of their own at
  * once. Later ones, those a server creates per connection, take quick
- * stacks that get their mappings when the scheduler has nothing else to do
- * (stack.h), at most ST__SPLITS_PER_WAIT before each wait.
+ * stacks that get their mappings (stack.h) once the scheduler has had
+ * nothing to do for ST__SPLIT_IDLE_US: ST__SPLITS_PER_WAIT of them (about
+ * 4 us each) after every such quiet spell.
  */
 #define ST__STACKS_AT_ONCE 16U
-#define ST__SPLITS_PER_WAIT 8
+#define ST__SPLIT_IDLE_US 10000U
+#define ST__SPLITS_PER_WAIT 32
 
 /* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
 st_utime_t st__sched_next_timeout(const struct st__sched *sched);

@@ -35,7 +35,7 @@
  * markers, and queues them: st__stack_split later mprotects their guard
  * pages, which gives each its own mapping, as if it had been made alone. The
  * scheduler creates its coroutines' stacks so, past its first few, and
- * splits them when it has nothing else to do; the budget of
+ * splits them when it has been idle for a while; the budget of
  * ST__STACKS_ALONE_MAX counts these stacks too.
  *
  * Stacks of the same size would put their hot top-of-stack lines (the
