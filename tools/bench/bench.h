@@ -164,6 +164,7 @@ struct fairness_params {
     long period_us;      /* the period of a cgroup quota */
     const char *method;  /* how: auto, cgroup2, cgroup1, spin or none (starve.c) */
     double limit_s;      /* a run ends when every connection is served or after this long */
+    bool warm;           /* a first burst, closed, before the measured one */
     int rounds;
 };
 int bench_fairness(const struct fairness_params *params);
@@ -184,6 +185,7 @@ struct bench_starve {
     int share;          /* percent of one CPU (for spinners: what their count gives) */
     int cpu;            /* the CPU the starved process is pinned to, or -1 */
     long period_us;     /* the quota's period */
+    int rt_priority;    /* rt: the server's SCHED_FIFO priority, the caller's */
     char dir[512];      /* the cgroup made for it */
     char procs[32];     /* the file of that cgroup a pid is written to */
     pid_t spinners[BENCH_MAX_SPINNERS];

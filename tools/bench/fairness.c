@@ -25,7 +25,17 @@
  *              deadline; then the loop handles the ready descriptors in the
  *              order epoll lists them (accepting until EAGAIN, reading
  *              requests, finishing partial writes), then every expired
- *              deadline (a chunk each).
+ *              deadline (a chunk each);
+ *   epoll-timers  the same loop handling the expired deadlines first, then
+ *              the ready descriptors: the order of State Threads and st,
+ *              which run the coroutines whose deadline passed before those
+ *              that I/O woke;
+ *   epoll-st   the same loop run as State Threads runs a listener and its
+ *              coroutines: expired deadlines first, then the ready
+ *              descriptors, and the connections the listener accepted are
+ *              served (their request read if it is there, and the first
+ *              chunk written) before the loop waits again, as the new
+ *              coroutines run before the scheduler next polls.
  *
  * The client runs in the driver's process, pinned to another CPU and never
  * starved: plain epoll, every connect() started at once without blocking,
@@ -33,6 +43,11 @@
  * sends read and dropped. A connection's latency is the time from the start
  * of its connect() to the first byte of the response. A run ends when every
  * connection has had its first byte, or after `limit` seconds.
+ *
+ * With `warm`, one burst of as many connections runs to completion first and
+ * is closed, and the measured burst follows half a second later: the server
+ * has seen as many players before (st's stacks are cached) instead of
+ * starting cold.
  *
  * The listen backlog is `backlog` (512 by default, as nginx and SRS use).
  * A connection that finds the accept queue full has its SYN dropped, and
@@ -67,6 +82,7 @@ enum {
     CLIENT_BUF = 65536,
     MAX_ROUNDS = 32,
     READY_WAIT_MS = 10000,
+    WARM_SETTLE_US = 500000, /* for the server to see the warm-up players gone */
 };
 
 static const char request_text[] = "GET /live/livestream.flv HTTP/1.1\r\n"
@@ -172,6 +188,8 @@ struct ref_server {
     struct ref_conn *conns; /* by descriptor */
     int *heap;              /* descriptors, a binary min-heap on their deadline */
     int heap_len;
+    int *fresh;             /* epoll-st: descriptors accepted since the last wait */
+    int fresh_len;
     long long now;          /* microseconds, read once after every wait */
 };
 
@@ -255,7 +273,7 @@ static void ref_watch(struct ref_server *s, int fd, bool out)
 static void ref_send(struct ref_server *s, int fd)
 {
     struct ref_conn *c = &s->conns[fd];
-    ssize_t n = write(fd, chunk + c->sent, CHUNK - c->sent);
+    ssize_t n = send(fd, chunk + c->sent, CHUNK - c->sent, MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         if (!c->want_out) {
             ref_watch(s, fd, true);
@@ -295,6 +313,9 @@ static void ref_accept(struct ref_server *s)
         if (fd >= s->nfds || epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             (void)close(fd);
             continue;
+        }
+        if (s->fresh != NULL) {
+            s->fresh[s->fresh_len++] = fd;
         }
         struct ref_conn *c = &s->conns[fd];
         c->heap_at = -1;
@@ -342,15 +363,32 @@ static void ref_event(struct ref_server *s, const struct epoll_event *ev)
     }
 }
 
-static int ref_server(int lfd, int ready_fd)
+/* Write a chunk to every player whose deadline has passed. */
+static void ref_expire(struct ref_server *s)
+{
+    while (s->heap_len > 0 && s->conns[s->heap[0]].due <= s->now) {
+        int fd = s->heap[0];
+        heap_remove(s, fd);
+        ref_send(s, fd);
+    }
+}
+
+/* How the reference loop orders its work (see the top of the file). */
+enum ref_order { REF_IO_FIRST, REF_TIMERS_FIRST, REF_AS_ST };
+
+static int ref_server(int lfd, enum ref_order order, int ready_fd)
 {
     static struct epoll_event events[EVENTS];
     struct ref_server s = {.lfd = lfd, .nfds = bench_raise_fd_limit()};
+    if (order == REF_AS_ST) {
+        s.fresh = calloc((size_t)s.nfds, sizeof *s.fresh);
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
     s.epfd = epoll_create1(EPOLL_CLOEXEC);
     s.conns = calloc((size_t)s.nfds, sizeof *s.conns);
     s.heap = calloc((size_t)s.nfds, sizeof *s.heap);
-    if (s.epfd < 0 || s.conns == NULL || s.heap == NULL || bench_set_nonblocking(lfd) != 0 ||
+    if (s.epfd < 0 || s.conns == NULL || s.heap == NULL ||
+        (order == REF_AS_ST && s.fresh == NULL) || bench_set_nonblocking(lfd) != 0 ||
         epoll_ctl(s.epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
         perror("bench: epoll server");
         return -1;
@@ -369,13 +407,18 @@ static int ref_server(int lfd, int ready_fd)
             return -1;
         }
         s.now = now_us();
+        if (order != REF_IO_FIRST) {
+            ref_expire(&s);
+        }
         for (int i = 0; i < n; i++) {
             ref_event(&s, &events[i]);
         }
-        while (s.heap_len > 0 && s.conns[s.heap[0]].due <= s.now) {
-            int fd = s.heap[0];
-            heap_remove(&s, fd);
-            ref_send(&s, fd);
+        for (int i = 0; i < s.fresh_len; i++) {
+            ref_input(&s, s.fresh[i]); /* like st_read: try before waiting */
+        }
+        s.fresh_len = 0;
+        if (order == REF_IO_FIRST) {
+            ref_expire(&s);
         }
     }
 }
@@ -393,7 +436,13 @@ static int run_fair_server(const char *name, int lfd, int ready_fd)
         return st_fair_server(lfd, ST_EVENTSYS_SELECT, ready_fd);
     }
     if (strcmp(name, "epoll") == 0) {
-        return ref_server(lfd, ready_fd);
+        return ref_server(lfd, REF_IO_FIRST, ready_fd);
+    }
+    if (strcmp(name, "epoll-timers") == 0) {
+        return ref_server(lfd, REF_TIMERS_FIRST, ready_fd);
+    }
+    if (strcmp(name, "epoll-st") == 0) {
+        return ref_server(lfd, REF_AS_ST, ready_fd);
     }
     fprintf(stderr, "bench: unknown server '%s'\n", name);
     return -1;
@@ -539,6 +588,18 @@ static int burst_run(struct burst *b, unsigned port, double limit)
         }
     }
     return 0;
+}
+
+static int burst_init(struct burst *b, long n)
+{
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->epfd = epoll_create1(EPOLL_CLOEXEC);
+    b->players = calloc((size_t)n, sizeof *b->players);
+    for (long i = 0; b->players != NULL && i < n; i++) {
+        b->players[i].fd = -1;
+    }
+    return b->epfd >= 0 && b->players != NULL ? 0 : -1;
 }
 
 static void burst_close(struct burst *b)
@@ -693,15 +754,18 @@ static int fair_round(const struct fairness_params *p, const char *name,
         return -1;
     }
     bench_pin(cpus.client);
-    struct burst b = {.epfd = epoll_create1(EPOLL_CLOEXEC), .n = p->conns};
-    b.players = calloc((size_t)p->conns, sizeof *b.players);
-    for (long i = 0; b.players != NULL && i < p->conns; i++) {
-        b.players[i].fd = -1;
+    struct burst b;
+    bool ok = true;
+    if (p->warm) {
+        ok = burst_init(&b, p->conns) == 0 && burst_run(&b, port, p->limit_s) == 0;
+        burst_close(&b);
+        (void)usleep(WARM_SETTLE_US);
     }
+    ok = burst_init(&b, p->conns) == 0 && ok;
     long long cpu0 = bench_cpu_ns(server);
     long drops0 = listen_drops();
     double t0 = bench_now();
-    if (b.epfd >= 0 && b.players != NULL && burst_run(&b, port, p->limit_s) == 0) {
+    if (ok && burst_run(&b, port, p->limit_s) == 0) {
         st->seconds = bench_now() - t0;
         st->server_util = (double)(bench_cpu_ns(server) - cpu0) / (st->seconds * 1e9);
         st->drops = drops0 >= 0 ? listen_drops() - drops0 : -1;
@@ -742,11 +806,12 @@ static void report(const struct fairness_params *p, const char *name, const stru
     };
     bool st = strcmp(name, "epoll") != 0; /* compared with the reference loop */
     long served_min = p->conns;
+    const char *warm = p->warm ? "w" : "";
     for (int k = 0; k < n; k++) {
-        bench_note("fairness %s %ld, run %d: first byte p50 %.1f p90 %.1f p99 %.1f max %.1f "
+        bench_note("fairness %s %ld%s, run %d: first byte p50 %.1f p90 %.1f p99 %.1f max %.1f "
                    "mean %.1f ms; %ld of %ld served in %.2f s; server CPU %.0f%% (%.1f ms); "
                    "%ld SYNs dropped",
-                   name, p->conns, k + 1, s[k].p50, s[k].p90, s[k].p99, s[k].max, s[k].mean,
+                   name, p->conns, warm, k + 1, s[k].p50, s[k].p90, s[k].p99, s[k].max, s[k].mean,
                    s[k].served, p->conns, s[k].seconds, 100 * s[k].server_util,
                    s[k].server_util * s[k].seconds * 1e3, s[k].drops);
         served_min = s[k].served < served_min ? s[k].served : served_min;
@@ -754,28 +819,30 @@ static void report(const struct fairness_params *p, const char *name, const stru
     for (size_t f = 0; f < sizeof figures / sizeof figures[0]; f++) {
         char key[64];
         char base[64];
-        (void)snprintf(key, sizeof key, "fair_%s_%ld_%s", name, p->conns, figures[f].key);
-        (void)snprintf(base, sizeof base, "fair_epoll_%ld_%s", p->conns, figures[f].key);
+        (void)snprintf(key, sizeof key, "fair_%s_%ld%s_%s", name, p->conns, warm, figures[f].key);
+        (void)snprintf(base, sizeof base, "fair_epoll_%ld%s_%s", p->conns, warm, figures[f].key);
         if (f == 0) {
             bench_result(key, median_stat(s, n, figures[f].offset), "ms", st ? base : "-",
-                         "first byte, %s, %ld at once: %s", name, p->conns, figures[f].what);
+                         "first byte, %s, %ld at once%s: %s", name, p->conns,
+                         p->warm ? " (warm)" : "", figures[f].what);
         } else {
             bench_result(key, median_stat(s, n, figures[f].offset), "ms", st ? base : "-",
                          "  %s", figures[f].what);
         }
     }
     char key[64];
-    (void)snprintf(key, sizeof key, "fair_%s_%ld_served", name, p->conns);
+    (void)snprintf(key, sizeof key, "fair_%s_%ld%s_served", name, p->conns, warm);
     bench_result(key, (double)served_min, "conns", "-", "  served within %.0f s (fewest of %d runs)",
                  p->limit_s, n);
     if (served_min < p->conns) {
-        bench_note("fairness %s %ld: connections not served within %.0f s count as %.0f s", name,
-                   p->conns, p->limit_s, p->limit_s);
+        bench_note("fairness %s %ld%s: connections not served within %.0f s count as %.0f s",
+                   name, p->conns, warm, p->limit_s, p->limit_s);
     }
 }
 
 /* The servers measured, in the order they alternate. */
-static const char *const fair_names[] = {"epoll", "st", "st-poll", "st-select"};
+static const char *const fair_names[] = {"epoll", "st", "epoll-timers", "epoll-st", "st-poll",
+                                         "st-select"};
 enum { FAIR_SERVERS = sizeof fair_names / sizeof fair_names[0] };
 
 int bench_fairness(const struct fairness_params *p)

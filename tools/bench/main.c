@@ -14,9 +14,9 @@
  *   memory     RSS per idle coroutine --read|--sleep [--count N] [--stack KIB]
  *   fairness   first-byte latency of N connections opened at once to a server
  *              starved of CPU [--server NAME[,NAME...]|both|all] (names: epoll,
- *              st, st-poll, st-select) [--conns N[,N...]] [--share PCT]
+ *              st, epoll-timers, epoll-st, st-poll, st-select) [--conns N[,N...]] [--share PCT]
  *              [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]
- *              [--limit S] [--repeat N]
+ *              [--limit S] [--repeat N] [--warm]
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
@@ -78,6 +78,7 @@ struct options {
     long requests;
     long gap_us;
     bool once;
+    bool warm;
     long share;
     long backlog;
     long period_us;
@@ -96,7 +97,7 @@ static void usage(void)
             "  memory --read|--sleep [--count N] [--stack KIB]\n"
             "  fairness [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--share PCT]\n"
             "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
-            "           [--limit S] [--repeat N]\n"
+            "           [--limit S] [--repeat N] [--warm]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n");
 }
@@ -175,6 +176,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->memory_mode = strcmp(name, "--read") == 0 ? 1 : 2;
         } else if (strcmp(name, "--once") == 0) {
             o->once = true;
+        } else if (strcmp(name, "--warm") == 0) {
+            o->warm = true;
         } else if (parse_option(o, name, i + 1 < argc ? argv[i + 1] : NULL) == 0) {
             i++;
         } else {
@@ -250,6 +253,7 @@ static int run_fairness(const struct options *o, const char *conn_list)
                                        .period_us = o->period_us,
                                        .method = o->method,
                                        .limit_s = o->limit,
+                                       .warm = o->warm,
                                        .rounds = (int)o->repeat}};
         fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
                 conns, o->share);
@@ -306,7 +310,7 @@ static int run_all(struct options *o, bool smoke)
         o->method = "none";
         o->limit = 10;
     }
-    rc |= run_fairness(o, smoke ? "20" : "500");
+    rc |= run_fairness(o, smoke ? "20" : "500,1000");
     rc |= run_memory(false, smoke ? 500 : 100000, 16, true);
     rc |= run_memory(true, smoke ? 500 : 1000000, 16, true);
     if (!smoke) {
@@ -351,7 +355,7 @@ int main(int argc, char **argv)
         .sleepers = 1000,
         .rounds = 1000,
         .server = "both",
-        .share = 20,
+        .share = 5,
         .backlog = 512,
         .period_us = 10000,
         .method = "auto",

@@ -11,11 +11,11 @@
 #    sleepers), loopback echo (st and plain epoll at 1, 100, 1000 and 10 000
 #    connections), fairness under CPU starvation (first-byte latency of 500
 #    and 1000 connections opened at once to a streaming server held to 5% of
-#    a CPU, st and a plain epoll loop), memory per idle coroutine (readers
-#    and sleepers, 16 KiB and 128 KiB stacks, with and without guard pages),
-#    callgrind instruction
-#    counts per switch and per echo round trip, and (with perf) system calls
-#    per echo request;
+#    a CPU: st, a plain epoll loop, and that loop in State Threads' order),
+#    memory per idle coroutine (readers and sleepers, 16 KiB and 128 KiB
+#    stacks, with and without guard pages), callgrind instruction counts per
+#    switch and per echo round trip, and (with perf) system calls per echo
+#    request;
 # 3. prints one table: every figure and its ratio to the floor (the raw
 #    switch) or to the epoll baseline;
 # 4. writes build-bench/results.txt (raw RESULT/NOTE lines), build-bench/
@@ -153,10 +153,11 @@ group "loopback echo, st and plain epoll" "$B" echo --server epoll,st,epoll-drai
 # The io_uring backend (an extension); its ratios refer to the epoll loop above.
 group "loopback echo, st on io_uring" "$B" echo --server st-io_uring --conns 100,1000
 # A burst of new connections to a streaming server that gets 5% of a CPU:
-# how long each waits for its first byte, st against the plain epoll loop.
+# how long each waits for its first byte, st against the plain epoll loop
+# and against that loop in State Threads' order (deadlines before I/O).
 if ((FAIRNESS)); then
-    group "fairness: first byte under CPU starvation" "$B" fairness --conns 500,1000 --share 5 \
-        --repeat 3
+    group "fairness: first byte under CPU starvation" "$B" fairness --server epoll,st,epoll-timers \
+        --conns 500,1000 --share 5 --repeat 3
 fi
 # Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
 group "UDP, 64-byte datagrams: st_sendmmsg vs st_sendto" \

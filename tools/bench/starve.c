@@ -332,6 +332,10 @@ int bench_starve_start(struct bench_starve *s, const char *method, int share, lo
     /* A real-time budget only when everything else runs at real-time priority too (--rt). */
     int policy = sched_getscheduler(0);
     bool rt = policy == SCHED_FIFO || policy == SCHED_RR;
+    struct sched_param param = {.sched_priority = 0};
+    s->rt_priority = rt && sched_getparam(0, &param) == 0 && param.sched_priority > 0
+                         ? param.sched_priority
+                         : 1;
     explain(s, "unknown method '%s' (auto, rt, cgroup2, cgroup1, spin or none)", method);
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         if (any ? methods[i].kind == BENCH_STARVE_RT && !rt : strcmp(method, methods[i].name) != 0) {
@@ -367,7 +371,7 @@ int bench_starve_enter(const struct bench_starve *s)
         fprintf(stderr, "bench: joining %s: %s\n", s->dir, strerror(errno));
         return -1;
     }
-    struct sched_param fifo = {.sched_priority = 1};
+    struct sched_param fifo = {.sched_priority = s->rt_priority}; /* the caller's */
     if (s->kind == BENCH_STARVE_RT && sched_setscheduler(0, SCHED_FIFO, &fifo) != 0) {
         fprintf(stderr, "bench: SCHED_FIFO in %s: %s\n", s->dir, strerror(errno));
         return -1;
