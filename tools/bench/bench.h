@@ -161,7 +161,7 @@ struct fairness_params {
     long conns;          /* connections opened at once */
     long backlog;        /* the listen backlog */
     int share;           /* percent of one CPU the server gets (0: all of it) */
-    long period_us;      /* the period of a cgroup quota */
+    long period_us;      /* the period of a cgroup quota (a CFS quota is at least 1 ms: see starve.c) */
     const char *method;  /* how: auto, cgroup2, cgroup1, spin or none (starve.c) */
     double limit_s;      /* a run ends when every connection is served or after this long */
     bool warm;           /* a first burst, closed, before the measured one */

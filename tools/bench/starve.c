@@ -4,7 +4,9 @@
  *
  *   cgroup2  a child cgroup with cpu.max = share * period / 100, period;
  *            needs a writable cgroup v2 hierarchy whose root hands the cpu
- *            controller down (cgroup.subtree_control names it);
+ *            controller down (cgroup.subtree_control names it); the kernel
+ *            takes no quota under 1 ms, so a small share gets a longer
+ *            period (5%: 1 ms per 20 ms);
  *   cgroup1  a child of the cgroup v1 cpu controller with cpu.cfs_quota_us
  *            and cpu.cfs_period_us, the same quota;
  *   spin     busy processes pinned to the process's CPU: with k of them the
@@ -190,6 +192,16 @@ static void remove_cgroup(struct bench_starve *s)
     }
 }
 
+/* A CFS quota under 1 ms is refused (EINVAL): a longer period keeps the share. */
+static long cfs_quota(struct bench_starve *s)
+{
+    enum { MIN_QUOTA_US = 1000 };
+    if (s->period_us * s->share / 100 < MIN_QUOTA_US) {
+        s->period_us = (MIN_QUOTA_US * 100 + s->share - 1) / s->share;
+    }
+    return s->period_us * s->share / 100;
+}
+
 static int try_cgroup2(struct bench_starve *s)
 {
     char root[PATH_MAX];
@@ -207,7 +219,8 @@ static int try_cgroup2(struct bench_starve *s)
                        strerror(errno));
         return -1;
     }
-    (void)snprintf(value, sizeof value, "%ld %ld", s->period_us * s->share / 100, s->period_us);
+    long quota = cfs_quota(s);
+    (void)snprintf(value, sizeof value, "%ld %ld", quota, s->period_us);
     if (write_file(s->dir, "cpu.max", value) != 0) {
         explain(s, "cannot write %s/cpu.max: %s", s->dir,
                        strerror(errno));
@@ -220,7 +233,8 @@ static int try_cgroup2(struct bench_starve *s)
 }
 
 /* A child of the cgroup v1 cpu controller with a quota in `quota_file` per `period_file`. */
-static int try_v1(struct bench_starve *s, const char *period_file, const char *quota_file)
+static int try_v1(struct bench_starve *s, const char *period_file, const char *quota_file,
+                  long quota_us)
 {
     char root[PATH_MAX];
     char quota[32];
@@ -234,7 +248,7 @@ static int try_v1(struct bench_starve *s, const char *period_file, const char *q
         return -1;
     }
     (void)snprintf(period, sizeof period, "%ld", s->period_us);
-    (void)snprintf(quota, sizeof quota, "%ld", s->period_us * s->share / 100);
+    (void)snprintf(quota, sizeof quota, "%ld", quota_us);
     if (write_file(s->dir, period_file, period) != 0 || write_file(s->dir, quota_file, quota) != 0) {
         explain(s, "cannot set %s in %s: %s", quota_file, s->dir, strerror(errno));
         remove_cgroup(s);
@@ -247,13 +261,14 @@ static int try_v1(struct bench_starve *s, const char *period_file, const char *q
 
 static int try_cgroup1(struct bench_starve *s)
 {
-    return try_v1(s, "cpu.cfs_period_us", "cpu.cfs_quota_us");
+    long quota = cfs_quota(s);
+    return try_v1(s, "cpu.cfs_period_us", "cpu.cfs_quota_us", quota);
 }
 
 /* The server at SCHED_FIFO with a real-time budget: other (normal) work on the machine cannot take from it. */
 static int try_rt(struct bench_starve *s)
 {
-    if (try_v1(s, "cpu.rt_period_us", "cpu.rt_runtime_us") != 0) {
+    if (try_v1(s, "cpu.rt_period_us", "cpu.rt_runtime_us", s->period_us * s->share / 100) != 0) {
         return -1;
     }
     size_t len = strlen(s->why);
