@@ -178,7 +178,7 @@ enum bench_starve_kind {
     BENCH_STARVE_CGROUP1,
     BENCH_STARVE_SPIN
 };
-enum { BENCH_MAX_SPINNERS = 16 };
+enum { BENCH_MAX_SPINNERS = 64 };
 
 struct bench_starve {
     enum bench_starve_kind kind;

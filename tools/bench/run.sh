@@ -32,7 +32,7 @@
 # server and removes it when done; the exit trap below also removes any a
 # killed run left (st_bench_starve.<pid> under the cgroup mounts).
 #
-# About two minutes on two quiet cores. Environment: ST_BENCH_BUILD_DIR
+# About two and a half minutes on two quiet cores. Environment: ST_BENCH_BUILD_DIR
 # (default build-bench; the second build is that name with -noguard), CC
 # (default gcc).
 set -euo pipefail
