@@ -55,23 +55,27 @@ int st_getfdlimit(void)
     return sched != NULL ? sched->osfd_limit : -1;
 }
 
-static st_switch_cb_t exchange_cb(st_switch_cb_t *slot, st_switch_cb_t cb)
+static st_switch_cb_t set_switch_cb(bool in, st_switch_cb_t cb)
 {
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return NULL;
+    }
+    st_switch_cb_t *slot = in ? &sched->switch_in_cb : &sched->switch_out_cb;
     st_switch_cb_t old = *slot;
     *slot = cb;
+    sched->switch_hooked = sched->switch_in_cb != NULL || sched->switch_out_cb != NULL;
     return old;
 }
 
 st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
 {
-    struct st__sched *sched = st__sched_get();
-    return sched != NULL ? exchange_cb(&sched->switch_in_cb, cb) : NULL;
+    return set_switch_cb(true, cb);
 }
 
 st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 {
-    struct st__sched *sched = st__sched_get();
-    return sched != NULL ? exchange_cb(&sched->switch_out_cb, cb) : NULL;
+    return set_switch_cb(false, cb);
 }
 
 /*

@@ -28,6 +28,7 @@ struct st__sched {
     struct _st_thread *idle;
     struct _st_thread *primordial;
     bool initialized;
+    bool switch_hooked;       /* a switch callback is set (st__sched_switch) */
     unsigned long generation; /* unique per st_init() in the process; 0 before it */
 
     struct st__list run_q;    /* runnable coroutines, in the order they run */
@@ -61,7 +62,7 @@ struct st__sched {
     const void *primordial_stack_lo;  /* st_set_primordial_stack() before st_init */
     size_t primordial_stack_size;
     void *alt_stack;                  /* signal stack for overflow reports, if ours */
-    struct _st_thread *switched_from; /* the coroutine the last switch left */
+    struct _st_thread *switched_from; /* the coroutine the last switch left (sanitizer builds) */
     void *dead_tsan_fiber;            /* a finished coroutine's TSan fiber, to destroy */
 };
 
@@ -150,14 +151,67 @@ static inline void st__sched_sleep_del(struct st__sched *sched, struct _st_threa
 }
 
 /*
+ * A switch does more than move registers when switch callbacks are set
+ * (sched->switch_hooked) or, in builds with ASan or TSan, always: those
+ * tools must be told about every change of stack (fiber.h).
+ */
+#if defined(ST__ASAN) || defined(ST__TSAN)
+#define ST__SWITCH_TOOLS 1
+#else
+#define ST__SWITCH_TOOLS 0
+#endif
+
+/* The switch with callbacks and sanitizer bookkeeping (scheduler.c). */
+void st__sched_switch_hooked(struct st__sched *sched, struct _st_thread *me);
+
+/* Take the next coroutine to run off the run queue: the idle one when it is empty. */
+static inline struct _st_thread *st__sched_pick(struct st__sched *sched)
+{
+    struct st__list *first = sched->run_q.next;
+    if (first == &sched->run_q) {
+        return sched->idle;
+    }
+    st__list_remove(first);
+    return st__thread_from_links(first);
+}
+
+/*
  * Suspend the current coroutine `me` (already placed on whatever queue
  * will wake it, with its state set) and run the next one. Returns when `me`
- * is resumed.
+ * is resumed. Inline: it is most of every blocking call's cost, and the
+ * common case is a handful of instructions around the register switch.
  */
-void st__sched_switch(struct st__sched *sched, struct _st_thread *me);
+static inline void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
+{
+    assert(me == sched->current);
+    /* It has left RUNNING for the state that says what wakes it (RUNNABLE: a yield). */
+    assert(me->state != ST__RUNNING);
+    if (ST__SWITCH_TOOLS || __builtin_expect(sched->switch_hooked, 0)) {
+        st__sched_switch_hooked(sched, me);
+        return;
+    }
+    struct _st_thread *next = st__sched_pick(sched);
+    assert(next->state == ST__RUNNABLE || next == sched->idle);
+    next->state = ST__RUNNING;
+    sched->current = next;
+    if (next != me) {
+        st__ctx_switch(&me->ctx, &next->ctx);
+    }
+}
 
-/* Bookkeeping on arriving in `me` after a switch (or at its first run). */
-void st__sched_arrived(struct st__sched *sched, struct _st_thread *me);
+/* Sanitizer bookkeeping on arriving in `me` after a switch (scheduler.c). */
+void st__sched_arrived_tools(struct st__sched *sched, struct _st_thread *me);
+
+/* Bookkeeping on arriving in `me` after a switch (or at its first run): none without sanitizers. */
+static inline void st__sched_arrived(struct st__sched *sched, struct _st_thread *me)
+{
+#if ST__SWITCH_TOOLS
+    st__sched_arrived_tools(sched, me);
+#else
+    (void)sched;
+    (void)me;
+#endif
+}
 
 /* The clock used for deadlines (st_utime()). */
 st_utime_t st__utime(const struct st__sched *sched);

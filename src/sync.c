@@ -18,12 +18,6 @@
 
 #include "scheduler.h"
 
-void st__cond_init(struct _st_cond *cvar)
-{
-    st__list_init(&cvar->wait_q);
-    cvar->woken = 0;
-}
-
 void st__cond_waiter_woken(struct _st_thread *thread)
 {
     st__list_remove(&thread->wait_links);
@@ -86,15 +80,45 @@ int st_cond_destroy(st_cond_t cvar)
     return 0;
 }
 
-int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+/*
+ * How a cond wait ended when a flag says it did not simply get signalled:
+ * the deadline passed (ETIME) or the coroutine was interrupted (EINTR,
+ * which wins, as in State Threads). Out of line: the fast path of a wait
+ * then needs fewer registers.
+ */
+static __attribute__((noinline, cold)) int cond_wait_flagged(struct _st_thread *me)
+{
+    int rv = 0;
+    if ((me->flags & ST__FL_TIMEDOUT) != 0) {
+        me->flags &= ~ST__FL_TIMEDOUT;
+        errno = ETIME;
+        rv = -1;
+    }
+    if (take_interrupt(me)) {
+        rv = -1;
+    }
+    return rv;
+}
+
+/* A wait that cannot start: no running scheduler or no cond (EINVAL), or an interrupt pending. */
+static __attribute__((noinline, cold)) int cond_wait_refused(st_cond_t cvar)
 {
     struct st__sched *sched = running_for(cvar);
-    if (sched == NULL) {
-        return -1;
+    if (sched != NULL) {
+        (void)take_interrupt(sched->current);
+    }
+    return -1;
+}
+
+int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+{
+    struct st__sched *sched = st__this_sched;
+    if (__builtin_expect(sched == NULL || !sched->initialized || cvar == NULL, 0)) {
+        return cond_wait_refused(cvar);
     }
     struct _st_thread *me = sched->current;
-    if (take_interrupt(me)) {
-        return -1;
+    if (__builtin_expect((me->flags & ST__FL_INTERRUPT) != 0, 0)) {
+        return cond_wait_refused(cvar);
     }
 
     me->state = ST__COND_WAIT;
@@ -109,17 +133,10 @@ int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
     cvar->woken--;
     me->cond = NULL;
     me->waiting_on = NULL;
-
-    int rv = 0;
-    if ((me->flags & ST__FL_TIMEDOUT) != 0) {
-        me->flags &= ~ST__FL_TIMEDOUT;
-        errno = ETIME;
-        rv = -1;
+    if (__builtin_expect((me->flags & (ST__FL_TIMEDOUT | ST__FL_INTERRUPT)) != 0, 0)) {
+        return cond_wait_flagged(me);
     }
-    if (take_interrupt(me)) {
-        rv = -1;
-    }
-    return rv;
+    return 0;
 }
 
 int st_cond_wait(st_cond_t cvar)

@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "scheduler.h"
 #include "st_config.h"
@@ -62,7 +61,7 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
         st__cond_init(&thread->term_cond);
         thread->term = &thread->term_cond;
     }
-    memset(thread->keys, 0, sizeof(thread->keys));
+    thread->keys_set = 0;
     thread->waiting_on = NULL;
     st__ctx_make(&thread->ctx, thread, thread_main, thread);
     st__fiber_init(&thread->fiber, stack->bottom, (size_t)(stack->top - stack->bottom));
@@ -115,11 +114,13 @@ static void reap(struct st__sched *sched, struct _st_thread *thread)
     if (thread->stack == NULL) {
         return; /* the primordial: the pthread keeps its stack and fiber */
     }
+#ifdef ST__TSAN
     if (thread == sched->current) {
         sched->dead_tsan_fiber = thread->fiber.tsan_fiber; /* still running on it */
     } else {
         st__fiber_destroy(&thread->fiber);
     }
+#endif
     /* Safe while still on it: in free mode the unmapping is deferred. */
     st__stack_release(&sched->stacks, thread->stack);
 }
@@ -132,7 +133,9 @@ void st_thread_exit(void *retval)
     }
     struct _st_thread *me = sched->current;
     me->retval = retval;
-    st__keys_run_destructors(sched, me);
+    if (me->keys_set > 0) {
+        st__keys_run_destructors(sched, me);
+    }
     me->flags |= ST__FL_EXITING;
     sched->active_count--;
 
