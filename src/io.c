@@ -29,27 +29,22 @@ int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
     }
     struct pollfd pd = {.fd = fd->osfd, .events = (short)how};
     st__netfd_enter(fd);
-    int n = st_poll(&pd, 1, timeout);
-    int err = errno;
+    int n = st__poll_one(&pd, timeout);
     bool freed = !fd->inuse; /* st_netfd_free() while we waited */
     st__netfd_leave(st__sched_peek(), fd);
-    errno = err;
     if (freed) {
         errno = EBADF;
         return -1;
     }
-    if (n < 0) {
-        return -1;
+    if (n > 0 && (pd.revents & POLLNVAL) == 0) {
+        return 0;
     }
     if (n == 0) {
         errno = ETIME;
-        return -1;
-    }
-    if ((pd.revents & POLLNVAL) != 0) {
+    } else if (n > 0) {
         errno = EBADF;
-        return -1;
     }
-    return 0;
+    return -1;
 }
 
 /* One attempt of a system call on `osfd`; the arguments are in `args`. */

@@ -156,7 +156,7 @@ static void *idle_main(void *arg)
     while (sched->active_count > 0) {
         st__stack_reclaim(&sched->stacks);
         sched->backend->dispatch(sched, st__sched_next_timeout(sched));
-        st__sched_check_clock(sched);
+        st__sched_tick(sched);
         me->state = ST__RUNNABLE;
         st__sched_switch(sched, me);
     }

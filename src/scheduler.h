@@ -40,7 +40,7 @@ struct st__sched {
     size_t thread_count;
 
     st_utime_t last_clock;    /* clock at the last scheduler cycle or yield */
-    bool clock_stale;         /* a yield skipped reading the clock: last_clock is behind */
+    bool clock_stale;         /* a tick skipped reading the clock: last_clock is behind */
     st_utime_t (*utime_fn)(void);
     time_t cached_time;       /* st_time() value while the time cache is on, else 0 */
     st_utime_t cached_time_at;
@@ -219,7 +219,23 @@ st_utime_t st__utime(const struct st__sched *sched);
 /* Read the clock, then move every coroutine whose deadline passed to the run queue. */
 void st__sched_check_clock(struct st__sched *sched);
 
-/* The clock as of the last cycle or yield (read now if a yield put that off). */
+/*
+ * A scheduler cycle or a yield: expire the deadlines that passed. Timers can
+ * only expire if there are any: without sleepers (and without the st_time()
+ * cache to refresh) reading the clock, most of the cost, is put off until
+ * somebody asks for it (a new deadline, st_utime_last_clock()), which then
+ * sees a clock as current as State Threads', which reads it every time.
+ */
+static inline void st__sched_tick(struct st__sched *sched)
+{
+    if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
+        st__sched_check_clock(sched);
+    } else {
+        sched->clock_stale = true;
+    }
+}
+
+/* The clock as of the last cycle or yield (read now if a tick put that off). */
 static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
 {
     if (sched->clock_stale) {
@@ -231,6 +247,9 @@ static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
 
 /* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
 st_utime_t st__sched_next_timeout(const struct st__sched *sched);
+
+/* st_poll() on one pollfd, without its loops: the wait of every netfd I/O function. */
+int st__poll_one(struct pollfd *pd, st_utime_t timeout);
 
 /* A waiter's I/O is ready: take it off the io_q and make it runnable. */
 void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);

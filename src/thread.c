@@ -211,18 +211,7 @@ void st_thread_yield(void)
     if (sched == NULL) {
         return;
     }
-    /*
-     * Timers can only expire if there are any: without sleepers (and
-     * without the st_time() cache to refresh) reading the clock, most of a
-     * yield's cost, is put off until somebody asks for it (a new deadline,
-     * st_utime_last_clock()), which then sees a clock as current as State
-     * Threads', whose every yield reads it.
-     */
-    if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
-        st__sched_check_clock(sched);
-    } else {
-        sched->clock_stale = true;
-    }
+    st__sched_tick(sched);
     if (st__list_empty(&sched->run_q)) {
         return;
     }
