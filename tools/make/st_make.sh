@@ -58,9 +58,9 @@ EOF
 # ---------------------------------------------------------------------------
 # EXTRA_CFLAGS, split at whitespace: ST's feature macros set st's Meson
 # options, ST's platform macros need nothing, every other word is handed to
-# the compiler (c_args) and, but for -D, -U and -I, to the compiler driver
-# that links the shared library (c_link_args), as -m, -f and sanitizer flags
-# must reach both. Sets OPTIONS: Meson arguments in a fixed order; of two
+# the compiler (c_args) and, but for the preprocessor's (-D, -U, -I, -i...),
+# to the compiler driver that links the shared library (c_link_args), as -m,
+# -f and sanitizer flags must reach both. Sets OPTIONS: Meson arguments in a fixed order; of two
 # words for one option the last wins.
 translate_flags() {
     local words=() w i=0 name pass=() link=()
@@ -69,13 +69,19 @@ translate_flags() {
     while ((i < ${#words[@]})); do
         w=${words[i]}
         i=$((i + 1))
-        # "-D NAME" as two words is one flag for the compiler too.
-        if [[ $w == -D || $w == -U ]] && ((i < ${#words[@]})); then
-            w=$w${words[i]}
-            i=$((i + 1))
-        fi
+        # A preprocessor flag and its argument as two words ("-D NAME",
+        # "-I DIR") stay together.
+        case $w in
+            -D | -U | -I | -include | -imacros | -isystem | -iquote | -idirafter)
+                if ((i < ${#words[@]})); then
+                    w="$w ${words[i]}"
+                    i=$((i + 1))
+                fi
+                ;;
+        esac
         # name: the macro a -D defines, "-" and the macro a -U undefines.
         name=${w#-[DU]}
+        name=${name# }
         name=${name%%=*}
         case $w in
             -D*) ;;
@@ -95,7 +101,7 @@ translate_flags() {
             MD_HAVE_EPOLL:* | MD_HAVE_SELECT:* | MD_HAVE_KQUEUE:* | MD_OSX_NO_CLOCK_GETTIME:*) ;;
             *)
                 pass+=("$w")
-                case $w in -[DUI]*) ;; *) link+=("$w") ;; esac
+                case $w in -[DUI]* | -i*) ;; *) link+=("$w") ;; esac
                 ;;
         esac
     done
