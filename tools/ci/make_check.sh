@@ -31,33 +31,16 @@
 # exits 0 only if all passed. Logs stay in WORKDIR (default: a temporary
 # directory, removed at the end unless a check failed).
 set -euo pipefail
+# shellcheck source=tools/ci/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
-if [[ $# -ge 1 ]]; then
-    WORK=$1
-    rm -rf "$WORK"
-    mkdir -p "$WORK"
-    WORK=$(cd "$WORK" && pwd -P)
-    keep=1
-else
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/st-make.XXXXXX")
-    keep=0
-fi
 SRC=$WORK/st
 LOG=$WORK/logs
 DBG=LINUX_$(uname -r)_DBG
 OPT=LINUX_$(uname -r)_OPT
 MAIN=$SRC/tests/consumer/main.c
 mkdir -p "$SRC" "$LOG"
-failed=0
-passed=0
 
-pass() { echo "PASS $1: $2"; passed=$((passed + 1)); }
-fail() {
-    echo "FAIL $1: $2"
-    failed=$((failed + 1))
-    if [[ -n ${3:-} && -f $3 ]]; then tail -n 20 "$3" | sed 's/^/    /'; fi
-}
 # st_make LOG ARGS...: make ARGS in the copy, output to LOG.
 st_make() {
     local log=$1
@@ -68,12 +51,6 @@ st_make() {
 setup_args() {
     (cd "$SRC" && make -s DRY_RUN=yes "$@") |
         awk '/^meson setup / { on = 1; next } /^[^ ]/ { on = 0 } on { print substr($0, 3) }'
-}
-# Runs a program that prints "ok..." on success: run_ok LOG COMMAND...
-run_ok() {
-    local log=$1
-    shift
-    timeout 60 "$@" >"$log" 2>&1 && grep -q '^ok' "$log"
 }
 mtime() { stat -c %y "$1" 2>/dev/null || echo missing; }
 # The entries of a directory on one line, links with their targets.
@@ -340,10 +317,4 @@ else
     pass clean "removed $DBG, $OPT and obj; everything else is left, notes_DBG and link_OPT too"
 fi
 
-if ((failed > 0)); then
-    echo "make_check: FAIL ($failed of $((passed + failed)) checks failed; logs in $WORK)"
-    exit 1
-fi
-if ((keep == 0)); then rm -rf "$WORK"; fi
-echo "make_check: PASS ($passed checks)"
-exit 0
+check_finish
