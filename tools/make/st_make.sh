@@ -14,12 +14,13 @@
 # Meson's build directory is the hidden DIR/.meson/build, which
 # `cp -rf DIR/* dest` leaves behind.
 #
-# The make variables arrive in the environment: CC, AR, STRIP (used), RANLIB
-# or RANDLIB (run on the copied libst.a, as ST does), LD (accepted; the
+# The make variables arrive in the environment: CC and AR (handed to Meson
+# in its environment, or in a generated cross file when CC builds for
+# another machine than this one), STRIP (the cross file's), RANLIB or
+# RANDLIB (run on the copied libst.a, as ST does), LD (accepted; the
 # compiler driver links, as it always does under Meson), STATIC_ONLY (yes by
 # default) and EXTRA_CFLAGS, whose ST feature macros become st's Meson
-# options (translate_flags) and whose other words go to the compiler. A CC
-# for another machine than this one gets a generated Meson cross file.
+# options (translate_flags) and whose other words go to the compiler.
 # CFLAGS, CPPFLAGS and LDFLAGS from the environment are not used, as ST's
 # Makefile does not use them either: EXTRA_CFLAGS is the way in.
 #
@@ -361,7 +362,9 @@ build() {
         say "$dir: meson setup for $target${CC:+ with CC=$CC}${EXTRA_CFLAGS:+, EXTRA_CFLAGS=$EXTRA_CFLAGS}"
         rm -rf "$bdir" "$mdir/setup.state" "$mdir/cross.ini"
         if [[ $CROSS == yes ]]; then printf '%s\n' "$cross_text" >"$mdir/cross.ini"; fi
-        if ! env -u CFLAGS -u CPPFLAGS -u LDFLAGS ${env_args[@]+"${env_args[@]}"} \
+        # Meson sees CC and AR only as given here (a cross build takes them
+        # from the cross file), and none of the environment's flags.
+        if ! env -u CC -u AR -u CFLAGS -u CPPFLAGS -u LDFLAGS ${env_args[@]+"${env_args[@]}"} \
             meson setup "$bdir" "$ROOT" "${setup[@]}" >"$mdir/setup.log" 2>&1; then
             grep -E '^(.*: )?ERROR' "$mdir/setup.log" >&2 || tail -n 20 "$mdir/setup.log" >&2
             if grep -qi ninja "$mdir/setup.log"; then
