@@ -51,7 +51,10 @@ long bench_map_count(void);
 /* A sysctl-style integer from /proc/sys, or -1. */
 long bench_proc_long(const char *path);
 
-/* CPU time a process has used, in nanoseconds (schedstat, else stat ticks), or -1. */
+/*
+ * CPU time a process has used, all its threads, in nanoseconds (schedstat,
+ * else stat ticks), or -1. Threads that have exited are not counted.
+ */
 long long bench_cpu_ns(pid_t pid);
 
 /* CPU time the whole machine has spent busy (all CPUs, /proc/stat, incl. steal), in ns, or -1. */
