@@ -142,4 +142,16 @@ int bench_serve(const char *server, long port, bool once);
  */
 int bench_client(long port, long conns, long requests, long gap_us);
 
+/*
+ * peer.c: echo servers outside st_bench (tools/bench/peers/), named with
+ * `--peer NAME=PATH` and then used like the built-in servers.
+ */
+enum { BENCH_MAX_PEERS = 8 };
+int bench_peer_add(const char *spec); /* "NAME=PATH"; -1 (with a message) if malformed */
+int bench_peer_count(void);
+const char *bench_peer_name(int i);
+const char *bench_peer_find(const char *name); /* its PATH, or NULL */
+/* Run the peer with the listening socket as fd 3; returns (-1) only on failure. */
+int bench_peer_exec(const char *name, int lfd, bool once);
+
 #endif /* BENCH_H */
