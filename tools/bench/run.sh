@@ -26,9 +26,9 @@
 #
 # --no-peers leaves out the peers (and installing their packages).
 #
-# About five minutes on two quiet cores, two of them the peers. Environment: ST_BENCH_BUILD_DIR
-# (default build-bench; the second build is that name with -noguard), CC
-# (default gcc).
+# About two minutes on two quiet cores, and two more with the peers.
+# Environment: ST_BENCH_BUILD_DIR (default build-bench; the second build is
+# that name with -noguard), CC (default gcc).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
