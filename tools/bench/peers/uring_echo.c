@@ -464,7 +464,8 @@ static int server_init(struct server *s)
     unsigned flags = 0;
     int rc = ring_init(&s->ring, &flags);
     if (rc != 0 || flags != s->feat.setup_flags) {
-        fprintf(stderr, "uring_echo: io_uring_queue_init_params: %s\n", strerror(-rc));
+        fprintf(stderr, "uring_echo: io_uring_queue_init_params: %s\n",
+                rc != 0 ? strerror(-rc) : "other setup flags than the probe's");
         return -1;
     }
     s->nfds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < MAX_FDS ? (int)rl.rlim_cur
