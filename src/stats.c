@@ -1,6 +1,8 @@
 /* State Threads' DEBUG_STATS counters (stats.h); nothing unless built with them. */
 #include "stats.h"
 
+#include <stddef.h>
+
 #if ST__DEBUG_STATS
 
 #define ST__STAT_DEFINE_COUNTER(name) ST__STAT_STORAGE unsigned long long _st_stat_##name;
@@ -10,27 +12,21 @@ ST__STAT_GAUGES(ST__STAT_DEFINE_GAUGE)
 
 void st__stat_clock(st_utime_t last, st_utime_t now)
 {
-    /* State Threads' buckets, upper bounds in microseconds (the clock may step back: 0). */
-    st_utime_t elapsed = now > last ? now - last : 0;
-    if (elapsed <= 10000) {
-        ST__STAT_INC(sched_15ms);
-    } else if (elapsed <= 21000) {
-        ST__STAT_INC(sched_20ms);
-    } else if (elapsed <= 25000) {
-        ST__STAT_INC(sched_25ms);
-    } else if (elapsed <= 30000) {
-        ST__STAT_INC(sched_30ms);
-    } else if (elapsed <= 35000) {
-        ST__STAT_INC(sched_35ms);
-    } else if (elapsed <= 40000) {
-        ST__STAT_INC(sched_40ms);
-    } else if (elapsed <= 80000) {
-        ST__STAT_INC(sched_80ms);
-    } else if (elapsed <= 160000) {
-        ST__STAT_INC(sched_160ms);
-    } else {
-        ST__STAT_INC(sched_s);
+    /* State Threads' buckets: the upper bounds, in microseconds, of all but the last. */
+    static const st_utime_t upper[] = {10000, 21000, 25000, 30000, 35000, 40000, 80000, 160000};
+    unsigned long long *const bucket[] = {
+        &_st_stat_sched_15ms, &_st_stat_sched_20ms, &_st_stat_sched_25ms,
+        &_st_stat_sched_30ms, &_st_stat_sched_35ms, &_st_stat_sched_40ms,
+        &_st_stat_sched_80ms, &_st_stat_sched_160ms, &_st_stat_sched_s,
+    };
+    _Static_assert(sizeof(bucket) / sizeof(bucket[0]) == sizeof(upper) / sizeof(upper[0]) + 1,
+                   "one bucket more than bounds");
+    st_utime_t elapsed = now > last ? now - last : 0; /* the clock may step back */
+    size_t i = 0;
+    while (i < sizeof(upper) / sizeof(upper[0]) && elapsed > upper[i]) {
+        i++;
     }
+    ++*bucket[i];
 }
 
 void st__stat_epoll(st_utime_t timeout)
