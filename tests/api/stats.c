@@ -612,31 +612,80 @@ Test(stats, one_bucket_per_clock_check)
     cr_assert_eq(clock_checks(&before), 1);
 }
 
-Test(stats, gaps_land_in_their_bucket_or_a_later_one)
+/* State Threads' buckets: each one's upper bound in microseconds (_st_stat_sched_s has none). */
+static const struct {
+    st_utime_t upper;
+    enum counter bucket;
+} bucket_bounds[] = {
+    {10000, C_sched_15ms}, {21000, C_sched_20ms}, {25000, C_sched_25ms},
+    {30000, C_sched_30ms}, {35000, C_sched_35ms}, {40000, C_sched_40ms},
+    {80000, C_sched_80ms}, {160000, C_sched_160ms},
+};
+
+#define N_BOUNDS (sizeof(bucket_bounds) / sizeof(bucket_bounds[0]))
+
+Test(stats, gaps_land_past_the_bound_they_exceed)
 {
-    static const struct {
-        long long gap_us;
-        enum counter least;
-    } cases[] = {
-        {12000, C_sched_20ms}, {22000, C_sched_25ms}, {26000, C_sched_30ms},
-        {31000, C_sched_35ms}, {36000, C_sched_40ms}, {45000, C_sched_80ms},
-        {90000, C_sched_160ms}, {170000, C_sched_s},
-    };
     struct snap before;
 
     st_test_init();
     cr_assert_eq(st_timecache_set(1), 0); /* every yield checks the clock */
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < N_BOUNDS; i++) {
+        long long gap = (long long)bucket_bounds[i].upper + 2000;
         enum counter moved;
 
         st_thread_yield();
         before = take();
-        st_test_busy_wait_us(cases[i].gap_us);
+        st_test_busy_wait_us(gap);
         st_thread_yield();
         moved = bucket_moved(&before);
-        cr_expect_geq(moved, cases[i].least, "a %lld us gap went to _st_stat_%s", cases[i].gap_us,
-                      counter_names[moved]);
+        cr_expect_gt(moved, bucket_bounds[i].bucket, "a %lld us gap went to _st_stat_%s", gap,
+                     counter_names[moved]);
     }
+}
+
+/* A clock the test moves by hand (st_set_utime_function). */
+static st_utime_t fake_now = 1000000000;
+
+static st_utime_t fake_clock(void)
+{
+    return fake_now;
+}
+
+/* The bucket a clock check files a gap of exactly `gap` microseconds into. */
+static enum counter bucket_of_gap(st_utime_t gap)
+{
+    struct snap before;
+
+    st_thread_yield(); /* a check at fake_now */
+    fake_now += gap;
+    before = take();
+    st_thread_yield();
+    return bucket_moved(&before);
+}
+
+Test(stats, bucket_bounds_are_state_threads)
+{
+    struct snap before;
+
+    cr_assert_eq(st_set_utime_function(fake_clock), 0);
+    st_test_init();
+    cr_assert_eq(st_timecache_set(1), 0); /* every yield checks the clock */
+    cr_expect_eq(bucket_of_gap(0), C_sched_15ms);
+    for (size_t i = 0; i < N_BOUNDS; i++) {
+        st_utime_t upper = bucket_bounds[i].upper;
+
+        cr_expect_eq(bucket_of_gap(upper), bucket_bounds[i].bucket, "a gap of %llu us",
+                     (unsigned long long)upper);
+        cr_expect_eq(bucket_of_gap(upper + 1), bucket_bounds[i].bucket + 1, "a gap of %llu us",
+                     (unsigned long long)upper + 1);
+    }
+    /* A clock that steps back files the check as no time at all. */
+    st_thread_yield();
+    fake_now -= 500000;
+    before = take();
+    st_thread_yield();
+    cr_expect_eq(bucket_moved(&before), C_sched_15ms);
 }
 
 Test(stats, long_sleep_is_filed_in_seconds)
