@@ -194,7 +194,11 @@ static short to_poll_events(unsigned ev)
 static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct st__epoll_state *st = sched->backend_state;
+    ST__STAT_EPOLL(timeout);
     int n = epoll_wait(st->epfd, st->events, st->capacity, st__backend_timeout_ms(timeout));
+    if (n <= 0) {
+        ST__STAT_INC(epoll_spin);
+    }
     /*
      * Besides EINTR (a signal: the idle loop waits again), epoll_wait fails
      * only with EBADF, EINVAL or EFAULT: the epoll descriptor or the buffer

@@ -79,11 +79,12 @@ struct st__buf_args {
 static ssize_t attempt_read(int osfd, void *args)
 {
     struct st__buf_args *a = args;
-    return read(osfd, a->buf, a->len);
+    return ST__STAT_EAGAIN(read(osfd, a->buf, a->len), read_eagain);
 }
 
 ssize_t st_read(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
 {
+    ST__STAT_INC(read);
     struct st__buf_args args = {buf, nbyte};
     return io_retry(fd, POLLIN, timeout, attempt_read, &args);
 }
@@ -96,11 +97,12 @@ struct st__vec_args {
 static ssize_t attempt_readv(int osfd, void *args)
 {
     struct st__vec_args *a = args;
-    return readv(osfd, a->iov, a->count);
+    return ST__STAT_EAGAIN(readv(osfd, a->iov, a->count), readv_eagain);
 }
 
 ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
+    ST__STAT_INC(readv);
     struct st__vec_args args = {iov, iov_size};
     return io_retry(fd, POLLIN, timeout, attempt_readv, &args);
 }
@@ -134,13 +136,22 @@ static ssize_t transfer_once(int osfd, const struct iovec *iov, int count, bool 
 }
 
 /*
+ * Which way transfer_resid moves bytes. ST__XFER_WRITEV is st_writev's
+ * writing, which differs only in the debug_stats counters: State Threads'
+ * st_writev hands a last vector left alone to st_write, so that a call that
+ * comes down to one vector counts twice in _st_stat_writev.
+ */
+enum st__xfer { ST__XFER_READ, ST__XFER_WRITE, ST__XFER_WRITEV };
+
+/*
  * Move every byte described by *iov, waiting as needed. On return *iov and
  * *iov_size describe what is left (nothing on success, unless a read hit
  * end of file), which is how the *_resid functions report partial progress.
  */
 static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
-                          bool writing)
+                          enum st__xfer how)
 {
+    const bool writing = how != ST__XFER_READ;
     if (!st__netfd_usable(fd)) {
         return -1;
     }
@@ -166,21 +177,32 @@ static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_u
                 break;
             }
         }
+        if (writing) {
+            ST__STAT_INC(writev_eagain);
+        }
         if (st_netfd_poll(fd, writing ? POLLOUT : POLLIN, timeout) != 0) {
             return -1;
         }
+#if ST__DEBUG_STATS
+        /* The vectors left, as State Threads counts them, change only when an attempt returned. */
+        if (how == ST__XFER_WRITEV && n >= 0 && *iov_size == 1) {
+            ST__STAT_INC(writev);
+            how = ST__XFER_WRITE;
+        }
+#endif
     }
     return 0;
 }
 
 int st_readv_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout)
 {
-    return transfer_resid(fd, iov, iov_size, timeout, false);
+    return transfer_resid(fd, iov, iov_size, timeout, ST__XFER_READ);
 }
 
 int st_writev_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout)
 {
-    return transfer_resid(fd, iov, iov_size, timeout, true);
+    ST__STAT_INC(writev);
+    return transfer_resid(fd, iov, iov_size, timeout, ST__XFER_WRITE);
 }
 
 static int buffer_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t timeout, bool writing)
@@ -192,7 +214,7 @@ static int buffer_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t time
     struct iovec iov = {.iov_base = buf, .iov_len = *resid};
     struct iovec *cursor = &iov;
     int count = 1;
-    int rv = transfer_resid(fd, &cursor, &count, timeout, writing);
+    int rv = transfer_resid(fd, &cursor, &count, timeout, writing ? ST__XFER_WRITE : ST__XFER_READ);
     *resid = iov.iov_len;
     return rv;
 }
@@ -202,8 +224,10 @@ int st_read_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t timeout)
     return buffer_resid(fd, buf, resid, timeout, false);
 }
 
+/* State Threads' st_write_resid (and st_write) is st_writev_resid: each call counts as writev. */
 int st_write_resid(st_netfd_t fd, const void *buf, size_t *resid, st_utime_t timeout)
 {
+    ST__STAT_INC(writev);
     /* The buffer is only read from; iovec just has no const member. */
     void *data;
     memcpy(&data, &buf, sizeof(data));
@@ -227,9 +251,11 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
     if (nbyte > 0 && st__netfd_usable(fd)) {
         done = write(fd->osfd, buf, nbyte);
         if (done == (ssize_t)nbyte) {
+            ST__STAT_INC(writev); /* counted by st_write_resid when it goes on there */
             return done;
         }
         if (done < 0 && errno != EINTR && !not_ready(errno)) {
+            ST__STAT_INC(writev);
             return -1;
         }
         if (done > 0) {
@@ -244,6 +270,7 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
 
 ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
+    ST__STAT_INC(writev);
     if (iov_size < 0 || (iov_size > 0 && iov == NULL)) {
         errno = EINVAL;
         return -1;
@@ -265,8 +292,15 @@ ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime
     }
     struct iovec *cursor = copy;
     int left = iov_size;
+    enum st__xfer how = ST__XFER_WRITEV;
+#if ST__DEBUG_STATS
+    if (iov_size == 1 && total > 0) {
+        ST__STAT_INC(writev); /* State Threads goes to st_write at once (see enum st__xfer) */
+        how = ST__XFER_WRITE;
+    }
+#endif
     ssize_t rv = -1;
-    if (transfer_resid(fd, &cursor, &left, timeout, true) == 0) {
+    if (transfer_resid(fd, &cursor, &left, timeout, how) == 0) {
         rv = (ssize_t)total;
     }
     if (copy != local) {
@@ -285,12 +319,13 @@ struct st__recvfrom_args {
 static ssize_t attempt_recvfrom(int osfd, void *args)
 {
     struct st__recvfrom_args *a = args;
-    return recvfrom(osfd, a->buf, a->len, 0, a->from, a->fromlen);
+    return ST__STAT_EAGAIN(recvfrom(osfd, a->buf, a->len, 0, a->from, a->fromlen), recvfrom_eagain);
 }
 
 int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *fromlen,
                 st_utime_t timeout)
 {
+    ST__STAT_INC(recvfrom);
     if (len < 0 || (fromlen != NULL && *fromlen < 0)) {
         errno = EINVAL;
         return -1;
@@ -316,12 +351,13 @@ struct st__sendto_args {
 static ssize_t attempt_sendto(int osfd, void *args)
 {
     const struct st__sendto_args *a = args;
-    return sendto(osfd, a->buf, a->len, 0, a->to, a->tolen);
+    return ST__STAT_EAGAIN(sendto(osfd, a->buf, a->len, 0, a->to, a->tolen), sendto_eagain);
 }
 
 int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to, int tolen,
               st_utime_t timeout)
 {
+    ST__STAT_INC(sendto);
     if (len < 0 || tolen < 0) {
         errno = EINVAL;
         return -1;
@@ -338,11 +374,12 @@ struct st__recvmsg_args {
 static ssize_t attempt_recvmsg(int osfd, void *args)
 {
     struct st__recvmsg_args *a = args;
-    return recvmsg(osfd, a->msg, a->flags);
+    return ST__STAT_EAGAIN(recvmsg(osfd, a->msg, a->flags), recvmsg_eagain);
 }
 
 int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout)
 {
+    ST__STAT_INC(recvmsg);
     struct st__recvmsg_args args = {msg, flags};
     return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args);
 }
@@ -355,11 +392,12 @@ struct st__sendmsg_args {
 static ssize_t attempt_sendmsg(int osfd, void *args)
 {
     const struct st__sendmsg_args *a = args;
-    return sendmsg(osfd, a->msg, a->flags);
+    return ST__STAT_EAGAIN(sendmsg(osfd, a->msg, a->flags), sendmsg_eagain);
 }
 
 int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout)
 {
+    ST__STAT_INC(sendmsg);
     struct st__sendmsg_args args = {msg, flags};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
 }

@@ -243,6 +243,7 @@ int st_init(void)
     sched->generation = atomic_fetch_add(&generations, 1) + 1;
     st__overflow_init(sched);
     sched->active_count = 1;
+    ST__STAT_SET(active_count, sched->active_count);
     sched->initialized = true;
     return 0;
 }
@@ -270,4 +271,5 @@ void st_destroy(void)
     st__netfd_release_all(sched);
     free(sched);
     st__sched_forget();
+    ST__STAT_SET(active_count, 0);
 }

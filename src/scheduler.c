@@ -136,6 +136,7 @@ void st__sched_arrived_tools(struct st__sched *sched, struct _st_thread *me)
 void st__sched_check_clock(struct st__sched *sched)
 {
     st_utime_t now = st__utime(sched);
+    ST__STAT_CLOCK(sched->last_clock, now);
     sched->last_clock = now;
     sched->clock_stale = false;
     st__time_cache_tick(sched, now);

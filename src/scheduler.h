@@ -19,6 +19,7 @@
 #include "list.h"
 #include "st.h"
 #include "stack.h"
+#include "stats.h"
 #include "thread.h"
 
 struct st__backend_ops;
@@ -169,8 +170,10 @@ static inline struct _st_thread *st__sched_pick(struct st__sched *sched)
 {
     struct st__list *first = sched->run_q.next;
     if (first == &sched->run_q) {
+        ST__STAT_INC(thread_idle);
         return sched->idle;
     }
+    ST__STAT_INC(thread_run);
     st__list_remove(first);
     return st__thread_from_links(first);
 }

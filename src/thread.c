@@ -86,6 +86,7 @@ st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable,
         return NULL;
     }
     sched->active_count++;
+    ST__STAT_SET(active_count, sched->active_count);
     st__sched_make_runnable(sched, thread);
     return thread;
 }
@@ -138,6 +139,7 @@ void st_thread_exit(void *retval)
     }
     me->flags |= ST__FL_EXITING;
     sched->active_count--;
+    ST__STAT_SET(active_count, sched->active_count);
 
     me->state = ST__ZOMBIE;
     me->flags |= ST__FL_DEAD;
@@ -211,10 +213,12 @@ void st_thread_yield(void)
     if (sched == NULL) {
         return;
     }
+    ST__STAT_INC(thread_yield);
     st__sched_tick(sched);
     if (st__list_empty(&sched->run_q)) {
         return;
     }
+    ST__STAT_INC(thread_yield2);
     struct _st_thread *me = sched->current;
     st__sched_make_runnable(sched, me);
     st__sched_switch(sched, me);
