@@ -18,7 +18,10 @@
 #    `cp -rf LINUX_*_DBG/* dest` copies nothing else; tests/consumer/main.c
 #    built against dest/st.h and dest/libst.a runs. rebuild: the same command
 #    again sets up and copies nothing; reconfigure: without -DMALLOC_STACK
-#    the build is set up again with the other stack mode.
+#    the build is set up again with the other stack mode. srs-stats: with
+#    -DDEBUG_STATS added, tests/consumer/debug_stats.c, which declares State
+#    Threads' counters itself as SRS does, links against the result and
+#    sees them count.
 # 3. optimized-*: linux-optimized STATIC_ONLY=no gives libst.so with its
 #    soname links, built with -O2; the program links libst.so and runs.
 # 4. cross-*: linux-debug with CC=aarch64-linux-gnu-gcc (and SRS's AR, LD,
@@ -231,6 +234,23 @@ elif ! grep -q 'meson setup' "$LOG/reconfigure.log" || ! grep -q 'ST__STACK_MODE
     fail reconfigure "dropping -DMALLOC_STACK did not set the build up again with stack_mode=cache" "$LOG/reconfigure.log"
 else
     pass reconfigure "without -DMALLOC_STACK: set up again, stack_mode=cache"
+fi
+
+# SRS with its debug statistics: -DDEBUG_STATS gives the counters, which a
+# program declaring them itself (as SRS does) links against and reads.
+stats_dest=$WORK/dest-stats
+mkdir -p "$stats_dest"
+if ! (cd "$SRC" && env EXTRA_CFLAGS="-DMALLOC_STACK -DDEBUG_STATS" make linux-debug STATIC_ONLY=yes \
+    CC=gcc AR=ar LD=ld RANDLIB=ranlib) >"$LOG/srs-stats.log" 2>&1; then
+    fail srs-stats "make linux-debug with -DDEBUG_STATS failed" "$LOG/srs-stats.log"
+elif ! cp -rf "$SRC/$DBG"/* "$stats_dest/" ||
+    ! gcc -o "$WORK/program-stats" "$SRC/tests/consumer/debug_stats.c" -I "$stats_dest" \
+        "$stats_dest/libst.a" >"$LOG/program-stats.log" 2>&1; then
+    fail srs-stats "tests/consumer/debug_stats.c did not link against the counters" "$LOG/program-stats.log"
+elif ! run_ok "$LOG/program-stats-run.log" "$WORK/program-stats"; then
+    fail srs-stats "the counters did not count as State Threads does" "$LOG/program-stats-run.log"
+else
+    pass srs-stats "-DDEBUG_STATS: debug_stats.c reads the counters: $(head -n 1 "$LOG/program-stats-run.log")"
 fi
 
 # ---------------------------------------------------------------------------
