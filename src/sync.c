@@ -110,7 +110,8 @@ static __attribute__((noinline, cold)) int cond_wait_refused(st_cond_t cvar)
     return -1;
 }
 
-int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+/* The wait of st_cond_timedwait and st_cond_wait, inline in each. */
+static inline int cond_wait(st_cond_t cvar, st_utime_t timeout)
 {
     struct st__sched *sched = st__this_sched;
     if (__builtin_expect(sched == NULL || !sched->initialized || cvar == NULL, 0)) {
@@ -139,43 +140,69 @@ int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
     return 0;
 }
 
-int st_cond_wait(st_cond_t cvar)
+int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
 {
-    return st_cond_timedwait(cvar, ST_UTIME_NO_TIMEOUT);
+    return cond_wait(cvar, timeout);
 }
 
-/* Wake the first waiter of a non-empty queue: it leaves the queue now, before it runs. */
-static void wake_first(struct st__sched *sched, st_cond_t cvar)
+/* Its own copy without the deadline: waits without one are the common case. */
+int st_cond_wait(st_cond_t cvar)
+{
+    return cond_wait(cvar, ST_UTIME_NO_TIMEOUT);
+}
+
+/* A woken waiter that had a deadline: it no longer has one, and runs. */
+static __attribute__((noinline)) int wake_timed(struct st__sched *sched, struct _st_thread *thread)
+{
+    st__heap_remove(&sched->sleep_q, &thread->timer);
+    st__sched_make_runnable(sched, thread);
+    return 0;
+}
+
+/*
+ * Wake the first waiter of a non-empty queue: it leaves the queue now,
+ * before it runs. Returns 0. The rare cases are tail calls, so that the
+ * common one (no deadline) needs no stack frame.
+ */
+static inline int wake_first(struct st__sched *sched, st_cond_t cvar)
 {
     struct st__list *link = cvar->wait_q.next;
     struct _st_thread *thread = st__thread_from_wait_links(link);
     assert(thread->state == ST__COND_WAIT && thread->cond == cvar);
-    st__cond_waiter_woken(thread);
-    st__sched_sleep_del(sched, thread);
+    st__list_remove(link);
+    cvar->woken++; /* as st__cond_waiter_woken(): thread->cond is cvar */
+    if (st__heap_node_queued(&thread->timer)) {
+        return wake_timed(sched, thread);
+    }
     st__sched_make_runnable(sched, thread);
+    return 0;
+}
+
+static __attribute__((noinline, cold)) int no_cond(void)
+{
+    errno = EINVAL;
+    return -1;
 }
 
 int st_cond_signal(st_cond_t cvar)
 {
     if (cvar == NULL) {
-        errno = EINVAL;
-        return -1;
+        return no_cond();
     }
-    if (!st__list_empty(&cvar->wait_q)) {
-        wake_first(st__sched_peek(), cvar);
+    if (st__list_empty(&cvar->wait_q)) {
+        return 0;
     }
-    return 0;
+    return wake_first(st__sched_peek(), cvar);
 }
 
 int st_cond_broadcast(st_cond_t cvar)
 {
     if (cvar == NULL) {
-        errno = EINVAL;
-        return -1;
+        return no_cond();
     }
     struct st__sched *sched = st__sched_peek();
     while (!st__list_empty(&cvar->wait_q)) {
-        wake_first(sched, cvar);
+        (void)wake_first(sched, cvar);
     }
     return 0;
 }
