@@ -1,7 +1,17 @@
 /*
- * io_uring(7) backend (ST_EVENTSYS_IO_URING), readiness through one-shot
- * IORING_OP_POLL_ADD requests, so that every I/O function works on it
- * unchanged: they still try the system call first and wait in st_poll().
+ * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes are
+ * requests the kernel carries out, submitted with the dispatch's wait
+ * (submit_io, the engine in uring_io.c); everything else (st_poll,
+ * st_netfd_poll, accept, connect, descriptors that are no sockets) waits
+ * for readiness through one-shot IORING_OP_POLL_ADD requests, and the I/O
+ * functions then try the system call, as on the other event systems.
+ *
+ * Scheduling order differs from epoll's: a submitted read completes at the
+ * next dispatch even when its data is already there, so the caller always
+ * gives up the CPU, and coroutines are made runnable in the order of their
+ * completions.
+ *
+ * The rest of this comment is about readiness.
  *
  * Who waits on each descriptor is kept by the core (fdwatch.h). Each
  * descriptor has at most one poll request in the kernel: for the union of
@@ -11,7 +21,8 @@
  * system call of its own. Arming a poll checks the current state of the
  * file, so readiness is level-triggered like poll(2).
  *
- * A request is identified by user_data = fd << 32 | generation. Every new
+ * A poll is identified by user_data = fd << 32 | generation << 1 (bit 0
+ * clear; operations set it, backend_uring.h). Every new
  * request of a descriptor takes the next generation, and a completion
  * counts only if its descriptor has a request in flight of that very
  * generation: completions of cancelled or replaced requests, of closed and
