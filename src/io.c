@@ -139,8 +139,9 @@ static ssize_t attempt_readv(int osfd, void *args)
 ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
     struct st__vec_args args = {iov, iov_size};
-    struct msghdr msg = {.msg_iovlen = iov_size > 0 ? (size_t)iov_size : 0};
-    memcpy(&msg.msg_iov, &iov, sizeof(msg.msg_iov)); /* only written through */
+    void *vector; /* only written through: msghdr has no const member */
+    memcpy(&vector, &iov, sizeof(vector));
+    struct msghdr msg = {.msg_iov = vector, .msg_iovlen = iov_size > 0 ? (size_t)iov_size : 0};
     struct st__io_req req = {.kind = ST__IO_RECVMSG, .msg = &msg};
     return io_retry(fd, POLLIN, timeout, attempt_readv, &args, iov_size >= 0 ? &req : NULL);
 }
@@ -450,8 +451,9 @@ static ssize_t attempt_sendmsg(int osfd, void *args)
 int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout)
 {
     struct st__sendmsg_args args = {msg, flags};
-    struct st__io_req req = {.kind = ST__IO_SENDMSG, .flags = flags};
-    memcpy(&req.msg, &msg, sizeof(req.msg)); /* only read from */
+    void *header; /* only read from: the request has no const member */
+    memcpy(&header, &msg, sizeof(header));
+    struct st__io_req req = {.kind = ST__IO_SENDMSG, .flags = flags, .msg = header};
     return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args, msg != NULL ? &req : NULL);
 }
 

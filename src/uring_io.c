@@ -31,20 +31,27 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend_uring.h"
 
 /* How long a missed cancellation waits before it is tried again. */
 #define CANCEL_RETRY_USEC 1000
+/* How long teardown waits for completions at a time (100 rounds at most). */
+#define DRAIN_WAIT_NSEC 10000000LL
 
 static uint64_t op_udata(const struct st__uring_op *op, unsigned tag)
 {
     return (uint64_t)(uintptr_t)op | tag;
 }
 
+/* The address the request was tagged with (copied: the kernel hands back the number). */
 static struct st__uring_op *op_from_udata(uint64_t data)
 {
-    return (struct st__uring_op *)(uintptr_t)(data & ~(uint64_t)ST__URING_TAG_MASK);
+    uintptr_t address = (uintptr_t)(data & ~(uint64_t)ST__URING_TAG_MASK);
+    void *op = NULL;
+    memcpy(&op, &address, sizeof(op));
+    return op;
 }
 
 /* A coroutine blocked in an operation can go on: make it runnable, once. */
@@ -225,7 +232,7 @@ void st__uring_drain_ops(struct st__uring_state *st)
     }
     /* A bounded wait: a kernel before 5.19 takes no CANCEL_ANY, and the ring's exit cancels too. */
     for (int round = 0; round < 100 && st->ops_in_flight > 0; round++) {
-        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = DRAIN_WAIT_NSEC};
         struct io_uring_cqe *cqe = NULL;
         (void)st__uring_lib.submit_and_wait_timeout(&st->ring, &cqe, 1, &ts, NULL);
         unsigned n;
