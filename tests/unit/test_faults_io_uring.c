@@ -709,6 +709,17 @@ Test(faults_io_uring, more_completions_than_the_completion_queue_holds_wake_ever
 
 /* ---- operations: reads and writes as submitted requests ------------------------------- */
 
+/* Reader t times out (ETIME); then a new read on the pair gets what the peer sends. */
+static void expect_timeout_then_a_read(struct pair *p, st_thread_t t, struct reader *r,
+                                       const char *what)
+{
+    expect_read(t, r, -1, what);
+    cr_expect_eq(r->err, ETIME, "%s: %s", what, strerror(r->err));
+    t = start_reader(r, p->a, 2000000);
+    cr_assert_eq(write(p->peer, "ping", 4), 4);
+    expect_read(t, r, 4, "a read after a cancelled one");
+}
+
 /*
  * A read that times out is cancelled; the cancellation's completion says it
  * missed (the operation had completed, was running, or the request was
@@ -724,12 +735,8 @@ Test(faults_io_uring, a_cancellation_that_misses_still_ends_the_read)
         struct reader r;
         arm(F_io_uring_cancel_res, 1, errs[e]);
         st_thread_t t = start_reader(&r, p.a, 10000);
-        expect_read(t, &r, -1, strerror(errs[e]));
-        cr_expect_eq(r.err, ETIME, "%s: %s", strerror(errs[e]), strerror(r.err));
+        expect_timeout_then_a_read(&p, t, &r, strerror(errs[e]));
         cr_expect(fired(F_io_uring_cancel_res), "%s", strerror(errs[e]));
-        t = start_reader(&r, p.a, 2000000);
-        cr_assert_eq(write(p.peer, "ping", 4), 4);
-        expect_read(t, &r, 4, "a read after a missed cancellation");
     }
     close_pair(&p);
     expect_usable_then_clean_destroy(before);
@@ -747,13 +754,9 @@ Test(faults_io_uring, a_cancellation_whose_submission_fails_goes_with_the_next)
         cr_assert_eq(st_usleep(5000), 0);
         arm_times(F_io_uring_submit_and_wait_timeout, 1, errs[e], 2);
         arm(F_io_uring_submit, 1, errs[e]);
-        expect_read(t, &r, -1, strerror(errs[e]));
-        cr_expect_eq(r.err, ETIME, "%s: %s", strerror(errs[e]), strerror(r.err));
+        expect_timeout_then_a_read(&p, t, &r, strerror(errs[e]));
         cr_expect(fired(F_io_uring_submit_and_wait_timeout), "%s", strerror(errs[e]));
         disarm(F_io_uring_submit);
-        t = start_reader(&r, p.a, 2000000);
-        cr_assert_eq(write(p.peer, "ping", 4), 4);
-        expect_read(t, &r, 4, "a read after a late cancellation");
     }
     close_pair(&p);
     expect_usable_then_clean_destroy(before);
