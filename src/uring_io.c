@@ -227,7 +227,7 @@ void st__uring_drain_ops(struct st__uring_state *st)
     struct io_uring_sqe *sqe = NULL;
     if (st__uring_sq_room(st, 1)) {
         sqe = io_uring_get_sqe(&st->ring);
-        io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+        io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
         io_uring_sqe_set_data64(sqe, ST__URING_UDATA_IGNORED);
     }
     /* A bounded wait: a kernel before 5.19 takes no CANCEL_ANY, and the ring's exit cancels too. */
