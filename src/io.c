@@ -2,6 +2,11 @@
  * Coroutine-aware I/O. Every function tries the system call first and only
  * waits (st_netfd_poll) when the descriptor is not ready, so I/O that can
  * complete at once costs one system call and no scheduling.
+ *
+ * A backend that carries operations out itself (submit_io: io_uring) gets
+ * the socket reads and writes first, as requests it submits with its next
+ * wait; what it does not take (no room, not a socket, a call that must not
+ * wait) goes the try-first way as above.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "backend.h"
 #include "netfd.h"
 #include "scheduler.h"
 
@@ -47,15 +53,45 @@ int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
     return -1;
 }
 
+/*
+ * `req` as a request of the backend, if it submits operations: its result,
+ * -1 with errno, or ST__IO_NOT_SUBMITTED. The operation in flight counts as
+ * a user of the netfd, as a wait in st_netfd_poll does.
+ */
+static ssize_t io_submit(st_netfd_t fd, const struct st__io_req *req, st_utime_t timeout)
+{
+    struct st__sched *sched = st__sched_peek();
+    if (sched == NULL || !sched->initialized || sched->backend->submit_io == NULL || timeout == 0) {
+        return ST__IO_NOT_SUBMITTED;
+    }
+    st__netfd_enter(fd);
+    ssize_t n = sched->backend->submit_io(sched, fd->osfd, req, timeout);
+    bool freed = !fd->inuse; /* st_netfd_free() while it was in flight */
+    st__netfd_leave(sched, fd);
+    if (freed && n < 0 && n != ST__IO_NOT_SUBMITTED) {
+        errno = EBADF;
+    }
+    return n;
+}
+
 /* One attempt of a system call on `osfd`; the arguments are in `args`. */
 typedef ssize_t (*st__io_attempt_fn)(int osfd, void *args);
 
-/* Retry `attempt` until it completes, waiting for `events` while not ready. */
+/*
+ * Retry `attempt` until it completes, waiting for `events` while not ready;
+ * `req` (or NULL) is the same operation for a backend that submits them.
+ */
 static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn attempt,
-                        void *args)
+                        void *args, const struct st__io_req *req)
 {
     if (!st__netfd_usable(fd)) {
         return -1;
+    }
+    if (req != NULL) {
+        ssize_t n = io_submit(fd, req, timeout);
+        if (n != ST__IO_NOT_SUBMITTED) {
+            return n;
+        }
     }
     for (;;) {
         ssize_t n = attempt(fd->osfd, args);
@@ -86,7 +122,8 @@ ssize_t st_read(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
 {
     ST__STAT_INC(read);
     struct st__buf_args args = {buf, nbyte};
-    return io_retry(fd, POLLIN, timeout, attempt_read, &args);
+    struct st__io_req req = {.kind = ST__IO_RECV, .buf = buf, .len = nbyte};
+    return io_retry(fd, POLLIN, timeout, attempt_read, &args, &req);
 }
 
 struct st__vec_args {
@@ -104,7 +141,11 @@ ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_
 {
     ST__STAT_INC(readv);
     struct st__vec_args args = {iov, iov_size};
-    return io_retry(fd, POLLIN, timeout, attempt_readv, &args);
+    void *vector; /* only written through: msghdr has no const member */
+    memcpy(&vector, &iov, sizeof(vector));
+    struct msghdr msg = {.msg_iov = vector, .msg_iovlen = iov_size > 0 ? (size_t)iov_size : 0};
+    struct st__io_req req = {.kind = ST__IO_RECVMSG, .msg = &msg};
+    return io_retry(fd, POLLIN, timeout, attempt_readv, &args, iov_size >= 0 ? &req : NULL);
 }
 
 /* Account for `done` bytes moved: skip finished entries, trim the current one. */
@@ -135,6 +176,22 @@ static ssize_t transfer_once(int osfd, const struct iovec *iov, int count, bool 
     return writing ? writev(osfd, iov, count) : readv(osfd, iov, count);
 }
 
+/* One transfer of *iov as a request of the backend (see io_submit). */
+static ssize_t submit_transfer(st_netfd_t fd, struct iovec *iov, int count, st_utime_t timeout,
+                               bool writing)
+{
+    if (count > IOV_MAX) {
+        count = IOV_MAX;
+    }
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+    struct st__io_req req = {.kind = writing ? ST__IO_SENDMSG : ST__IO_RECVMSG, .msg = &msg};
+    if (count == 1) {
+        req = (struct st__io_req){.kind = writing ? ST__IO_SEND : ST__IO_RECV,
+                                  .buf = iov->iov_base, .len = iov->iov_len};
+    }
+    return io_submit(fd, &req, timeout);
+}
+
 /*
  * Which way transfer_resid moves bytes. ST__XFER_WRITEV is st_writev's
  * writing, which differs only in the debug_stats counters: State Threads'
@@ -161,7 +218,21 @@ static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_u
     }
     iov_advance(iov, iov_size, 0);
     while (*iov_size > 0) {
-        ssize_t n = transfer_once(fd->osfd, *iov, *iov_size, writing);
+        ssize_t n = submit_transfer(fd, *iov, *iov_size, timeout, writing);
+        if (n > 0) {
+            iov_advance(iov, iov_size, (size_t)n);
+            continue;
+        }
+        if (n == 0 && !writing) {
+            break; /* end of file */
+        }
+        if (n == -1) {
+            return -1;
+        }
+        if (!st__netfd_usable(fd)) {
+            return -1; /* freed by another coroutine while the request was in flight */
+        }
+        n = transfer_once(fd->osfd, *iov, *iov_size, writing);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -240,6 +311,13 @@ ssize_t st_read_fully(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout
     return st_read_resid(fd, buf, &resid, timeout) == 0 ? (ssize_t)(nbyte - resid) : -1;
 }
 
+/* Does the backend submit operations? (Then trying the call first would only add one.) */
+static bool io_submits(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL && sched->backend != NULL && sched->backend->submit_io != NULL;
+}
+
 ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeout)
 {
     /*
@@ -248,7 +326,7 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
      * which costs more than the rest of an echo server's write path.)
      */
     ssize_t done = 0;
-    if (nbyte > 0 && st__netfd_usable(fd)) {
+    if (nbyte > 0 && st__netfd_usable(fd) && !io_submits()) {
         done = write(fd->osfd, buf, nbyte);
         if (done == (ssize_t)nbyte) {
             ST__STAT_INC(writev); /* counted by st_write_resid when it goes on there */
@@ -334,9 +412,15 @@ int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *f
     bool want_addr = from != NULL && fromlen != NULL;
     struct st__recvfrom_args args = {buf, (size_t)len, want_addr ? from : NULL,
                                  want_addr ? &addrlen : NULL};
-    ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args);
+    struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
+    socklen_t given = want_addr ? addrlen : 0;
+    struct msghdr msg = {.msg_name = args.from, .msg_namelen = given, .msg_iov = &iov,
+                         .msg_iovlen = 1};
+    struct st__io_req req = {.kind = ST__IO_RECVMSG, .msg = &msg};
+    ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args, &req);
     if (n >= 0 && want_addr) {
-        *fromlen = (int)addrlen;
+        /* A submitted recvmsg reports the length in the header, recvfrom(2) in addrlen. */
+        *fromlen = (int)(msg.msg_namelen != given ? msg.msg_namelen : addrlen);
     }
     return (int)n;
 }
@@ -363,7 +447,12 @@ int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to
         return -1;
     }
     struct st__sendto_args args = {msg, (size_t)len, to, (socklen_t)tolen};
-    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args);
+    struct iovec iov = {.iov_len = (size_t)len};
+    memcpy(&iov.iov_base, &msg, sizeof(iov.iov_base)); /* only read from */
+    struct msghdr hdr = {.msg_namelen = (socklen_t)tolen, .msg_iov = &iov, .msg_iovlen = 1};
+    memcpy(&hdr.msg_name, &to, sizeof(hdr.msg_name));  /* only read from */
+    struct st__io_req req = {.kind = ST__IO_SENDMSG, .msg = &hdr};
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args, &req);
 }
 
 struct st__recvmsg_args {
@@ -381,7 +470,8 @@ int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout)
 {
     ST__STAT_INC(recvmsg);
     struct st__recvmsg_args args = {msg, flags};
-    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args);
+    struct st__io_req req = {.kind = ST__IO_RECVMSG, .flags = flags, .msg = msg};
+    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args, msg != NULL ? &req : NULL);
 }
 
 struct st__sendmsg_args {
@@ -399,7 +489,10 @@ int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t ti
 {
     ST__STAT_INC(sendmsg);
     struct st__sendmsg_args args = {msg, flags};
-    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
+    void *header; /* only read from: the request has no const member */
+    memcpy(&header, &msg, sizeof(header));
+    struct st__io_req req = {.kind = ST__IO_SENDMSG, .flags = flags, .msg = header};
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args, msg != NULL ? &req : NULL);
 }
 
 struct st__mmsg_args {
@@ -429,14 +522,14 @@ int st_recvmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int fl
                 st_utime_t timeout)
 {
     struct st__mmsg_args args = {msgvec, vlen, flags};
-    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmmsg, &args);
+    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmmsg, &args, NULL);
 }
 
 int st_sendmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
                 st_utime_t timeout)
 {
     struct st__mmsg_args args = {msgvec, vlen, flags};
-    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmmsg, &args);
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmmsg, &args, NULL);
 }
 
 struct st__accept_args {
@@ -460,7 +553,7 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
     bool want_addr = addr != NULL && addrlen != NULL;
     struct st__accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
-    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args);
+    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args, NULL);
     if (osfd < 0) {
         return NULL;
     }
