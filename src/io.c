@@ -53,15 +53,23 @@ int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
     return -1;
 }
 
+/* Does the backend submit operations? (Then trying the call first would only add one.) */
+static inline bool io_submits(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL && sched->submits_io;
+}
+
 /*
  * `req` as a request of the backend, if it submits operations: its result,
  * -1 with errno, or ST__IO_NOT_SUBMITTED. The operation in flight counts as
  * a user of the netfd, as a wait in st_netfd_poll does.
  */
-static ssize_t io_submit(st_netfd_t fd, const struct st__io_req *req, st_utime_t timeout)
+static __attribute__((noinline)) ssize_t io_submit(st_netfd_t fd, const struct st__io_req *req,
+                                                   st_utime_t timeout)
 {
     struct st__sched *sched = st__sched_peek();
-    if (sched == NULL || !sched->initialized || sched->backend->submit_io == NULL || timeout == 0) {
+    if (sched == NULL || !sched->submits_io || timeout == 0) {
         return ST__IO_NOT_SUBMITTED;
     }
     st__netfd_enter(fd);
@@ -78,16 +86,28 @@ static ssize_t io_submit(st_netfd_t fd, const struct st__io_req *req, st_utime_t
 typedef ssize_t (*st__io_attempt_fn)(int osfd, void *args);
 
 /*
+ * Optimised builds inline the retry loop in each I/O function, so that its
+ * attempt is a direct call there; debug builds keep it a frame of its own,
+ * as debuggers and the frame-pointer walk then name it alike.
+ */
+#ifdef __OPTIMIZE__
+#define ST__IO_INLINE inline __attribute__((always_inline))
+#else
+#define ST__IO_INLINE
+#endif
+
+/*
  * Retry `attempt` until it completes, waiting for `events` while not ready;
  * `req` (or NULL) is the same operation for a backend that submits them.
  */
-static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn attempt,
-                        void *args, const struct st__io_req *req)
+static ST__IO_INLINE ssize_t
+io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn attempt, void *args,
+         const struct st__io_req *req)
 {
     if (!st__netfd_usable(fd)) {
         return -1;
     }
-    if (req != NULL) {
+    if (req != NULL && io_submits()) {
         ssize_t n = io_submit(fd, req, timeout);
         if (n != ST__IO_NOT_SUBMITTED) {
             return n;
@@ -205,6 +225,33 @@ enum st__xfer { ST__XFER_READ, ST__XFER_WRITE, ST__XFER_WRITEV };
  * *iov_size describe what is left (nothing on success, unless a read hit
  * end of file), which is how the *_resid functions report partial progress.
  */
+/* What one try-first attempt of transfer_resid leaves to do. */
+enum st__try {
+    ST__TRY_DONE,   /* everything moved, or end of file */
+    ST__TRY_AGAIN,  /* interrupted by a signal: try again at once */
+    ST__TRY_WAIT,   /* not ready, or some moved: wait for the descriptor */
+    ST__TRY_FAILED, /* an error, in errno */
+};
+
+/* One read or write of what is left; `returned`: the call moved bytes or saw end of file. */
+static enum st__try try_transfer(st_netfd_t fd, struct iovec **iov, int *iov_size, bool writing,
+                                 bool *returned)
+{
+    ssize_t n = transfer_once(fd->osfd, *iov, *iov_size, writing);
+    *returned = n >= 0;
+    if (n < 0) {
+        if (errno == EINTR) {
+            return ST__TRY_AGAIN;
+        }
+        return not_ready(errno) ? ST__TRY_WAIT : ST__TRY_FAILED;
+    }
+    if (n == 0 && !writing) {
+        return ST__TRY_DONE;
+    }
+    iov_advance(iov, iov_size, (size_t)n);
+    return *iov_size == 0 ? ST__TRY_DONE : ST__TRY_WAIT;
+}
+
 static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
                           enum st__xfer how)
 {
@@ -232,21 +279,13 @@ static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_u
         if (!st__netfd_usable(fd)) {
             return -1; /* freed by another coroutine while the request was in flight */
         }
-        n = transfer_once(fd->osfd, *iov, *iov_size, writing);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            if (!not_ready(errno)) {
-                return -1;
-            }
-        } else if (n == 0 && !writing) {
-            break; /* end of file */
-        } else {
-            iov_advance(iov, iov_size, (size_t)n);
-            if (*iov_size == 0) {
-                break;
-            }
+        bool returned = false;
+        enum st__try step = try_transfer(fd, iov, iov_size, writing, &returned);
+        if (step == ST__TRY_AGAIN) {
+            continue;
+        }
+        if (step != ST__TRY_WAIT) {
+            return step == ST__TRY_FAILED ? -1 : 0;
         }
         if (writing) {
             ST__STAT_INC(writev_eagain);
@@ -256,7 +295,7 @@ static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_u
         }
 #if ST__DEBUG_STATS
         /* The vectors left, as State Threads counts them, change only when an attempt returned. */
-        if (how == ST__XFER_WRITEV && n >= 0 && *iov_size == 1) {
+        if (how == ST__XFER_WRITEV && returned && *iov_size == 1) {
             ST__STAT_INC(writev);
             how = ST__XFER_WRITE;
         }
@@ -309,13 +348,6 @@ ssize_t st_read_fully(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout
 {
     size_t resid = nbyte;
     return st_read_resid(fd, buf, &resid, timeout) == 0 ? (ssize_t)(nbyte - resid) : -1;
-}
-
-/* Does the backend submit operations? (Then trying the call first would only add one.) */
-static bool io_submits(void)
-{
-    const struct st__sched *sched = st__sched_peek();
-    return sched != NULL && sched->backend != NULL && sched->backend->submit_io != NULL;
 }
 
 ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeout)

@@ -245,6 +245,7 @@ int st_init(void)
     sched->active_count = 1;
     ST__STAT_SET(active_count, sched->active_count);
     sched->initialized = true;
+    sched->submits_io = sched->backend->submit_io != NULL;
     return 0;
 }
 

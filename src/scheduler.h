@@ -30,6 +30,7 @@ struct st__sched {
     struct _st_thread *primordial;
     bool initialized;
     bool switch_hooked;       /* a switch callback is set (st__sched_switch) */
+    bool submits_io;          /* initialized, and the backend submits I/O (submit_io) */
     unsigned long generation; /* unique per st_init() in the process; 0 before it */
 
     struct st__list run_q;    /* runnable coroutines, in the order they run */
