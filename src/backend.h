@@ -13,11 +13,33 @@
 
 #include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #include "st.h"
 
 struct st__sched;
 struct st__pollq;
+
+/* One socket I/O operation of io.c, for a backend that submits operations (submit_io). */
+enum st__io_kind {
+    ST__IO_RECV,    /* buf, len, flags */
+    ST__IO_SEND,    /* buf, len, flags */
+    ST__IO_RECVMSG, /* msg, flags */
+    ST__IO_SENDMSG, /* msg, flags */
+};
+
+struct st__io_req {
+    enum st__io_kind kind;
+    int flags;          /* MSG_* */
+    void *buf;
+    size_t len;
+    struct msghdr *msg; /* only read from for ST__IO_SENDMSG */
+};
+
+/* submit_io did nothing: the caller takes the readiness path for this call. */
+#define ST__IO_NOT_SUBMITTED ((ssize_t)-2)
 
 struct st__backend_ops {
     const char *name;
@@ -52,6 +74,17 @@ struct st__backend_ops {
 
     /* A netfd lets go of its fd (freed or closed): forget what is kept for it. */
     void (*fd_free)(struct st__sched *sched, int osfd);
+
+    /*
+     * Optional (NULL for select, poll and epoll): run `req` on `osfd` as a
+     * request the kernel carries out, the current coroutine waiting up to
+     * `timeout` (not 0) for its completion. Its result (>= 0), -1 with
+     * errno (ETIME, EINTR as st_netfd_poll; ECANCELED when fd_free
+     * cancelled it), or ST__IO_NOT_SUBMITTED when nothing was done and the
+     * caller should try the system call and wait for readiness instead.
+     */
+    ssize_t (*submit_io)(struct st__sched *sched, int osfd, const struct st__io_req *req,
+                         st_utime_t timeout);
 
     /* Highest fd number + 1 the backend can watch, or 0 for no limit. */
     int fd_limit;

@@ -36,8 +36,9 @@
 
 #define EVENTS_INITIAL 128
 
-/* The core's wanted events (poll's bits) go to epoll as they are. */
-_Static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT && EPOLLPRI == POLLPRI,
+/* The core's wanted events (poll's bits) go to epoll as they are, and come back so. */
+_Static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT && EPOLLPRI == POLLPRI &&
+                   EPOLLERR == POLLERR && EPOLLHUP == POLLHUP,
                "epoll and poll(2) share the event bits");
 
 struct st__epoll_watch {
@@ -187,19 +188,17 @@ static int epoll_pollset_add(struct st__sched *sched, struct st__pollq *pq)
 
 static short to_poll_events(unsigned ev)
 {
-    short out = 0;
-    out |= (ev & EPOLLIN) != 0 ? POLLIN : 0;
-    out |= (ev & EPOLLOUT) != 0 ? POLLOUT : 0;
-    out |= (ev & EPOLLPRI) != 0 ? POLLPRI : 0;
-    out |= (ev & EPOLLERR) != 0 ? POLLERR : 0;
-    out |= (ev & EPOLLHUP) != 0 ? POLLHUP : 0;
-    return out;
+    return (short)(ev & (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLERR | EPOLLHUP));
 }
 
 static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct st__epoll_state *st = sched->backend_state;
+    ST__STAT_EPOLL(timeout);
     int n = epoll_wait(st->epfd, st->events, st->capacity, st__backend_timeout_ms(timeout));
+    if (n <= 0) {
+        ST__STAT_INC(epoll_spin);
+    }
     /*
      * Besides EINTR (a signal: the idle loop waits again), epoll_wait fails
      * only with EBADF, EINVAL or EFAULT: the epoll descriptor or the buffer

@@ -1,7 +1,17 @@
 /*
- * io_uring(7) backend (ST_EVENTSYS_IO_URING), readiness through one-shot
- * IORING_OP_POLL_ADD requests, so that every I/O function works on it
- * unchanged: they still try the system call first and wait in st_poll().
+ * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes are
+ * requests the kernel carries out, submitted with the dispatch's wait
+ * (submit_io, the engine in uring_io.c); everything else (st_poll,
+ * st_netfd_poll, accept, connect, descriptors that are no sockets) waits
+ * for readiness through one-shot IORING_OP_POLL_ADD requests, and the I/O
+ * functions then try the system call, as on the other event systems.
+ *
+ * Scheduling order differs from epoll's: a submitted read completes at the
+ * next dispatch even when its data is already there, so the caller always
+ * gives up the CPU, and coroutines are made runnable in the order of their
+ * completions.
+ *
+ * The rest of this comment is about readiness.
  *
  * Who waits on each descriptor is kept by the core (fdwatch.h). Each
  * descriptor has at most one poll request in the kernel: for the union of
@@ -11,7 +21,8 @@
  * system call of its own. Arming a poll checks the current state of the
  * file, so readiness is level-triggered like poll(2).
  *
- * A request is identified by user_data = fd << 32 | generation. Every new
+ * A poll is identified by user_data = fd << 32 | generation << 1 (bit 0
+ * clear; operations set it, backend_uring.h). Every new
  * request of a descriptor takes the next generation, and a completion
  * counts only if its descriptor has a request in flight of that very
  * generation: completions of cancelled or replaced requests, of closed and
@@ -43,31 +54,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "fdtable.h"
-#include "fdwatch.h"
-#include "liburing_api.h"
-#include "scheduler.h"
+#include "backend_uring.h"
 
 #define SQ_ENTRIES 1024U
 #define CQ_ENTRIES 4096U
 #define SMALL_ENTRIES 64U /* when locked memory (kernels before 5.12) is short */
-#define CQE_BATCH 256U
-/* user_data of POLL_REMOVE requests, whose own completion says nothing. */
-#define UDATA_IGNORED UINT64_MAX
-
-/* common.owned: its removals may wait for the next dispatch. */
-struct st__uring_watch {
-    struct st__fdwatch common;
-    struct st__list dirty; /* on st__uring_state.dirty while its request must change */
-    unsigned armed;        /* events of the poll request in flight; 0: none */
-    uint32_t gen;          /* generation of that request */
-    bool unremoved;        /* request `gen` was disowned (armed = 0) before its removal was queued */
-};
-
+#define CQE_BATCH ST__URING_CQE_BATCH
+#define UDATA_IGNORED ST__URING_UDATA_IGNORED
 
 /* liburing's out-of-line functions (see liburing_api.h), loaded on first use. */
-static struct st__liburing_api lib;
+struct st__liburing_api st__uring_lib;
 static bool lib_loaded;
 /* Not pthread_once: a load that failed (dlopen short of memory...) is tried again next time. */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,35 +85,27 @@ static void load_liburing(void)
     if (h == NULL) {
         return;
     }
-    lib_loaded = bind_symbol(h, "io_uring_queue_init", &lib.queue_init, sizeof(lib.queue_init)) &&
-                 bind_symbol(h, "io_uring_queue_init_params", &lib.queue_init_params,
-                      sizeof(lib.queue_init_params)) &&
-                 bind_symbol(h, "io_uring_queue_exit", &lib.queue_exit, sizeof(lib.queue_exit)) &&
-                 bind_symbol(h, "io_uring_submit", &lib.submit, sizeof(lib.submit)) &&
-                 bind_symbol(h, "io_uring_submit_and_wait_timeout", &lib.submit_and_wait_timeout,
-                      sizeof(lib.submit_and_wait_timeout)) &&
-                 bind_symbol(h, "io_uring_peek_batch_cqe", &lib.peek_batch_cqe,
-                      sizeof(lib.peek_batch_cqe));
+    lib_loaded = bind_symbol(h, "io_uring_queue_init", &st__uring_lib.queue_init, sizeof(st__uring_lib.queue_init)) &&
+                 bind_symbol(h, "io_uring_queue_init_params", &st__uring_lib.queue_init_params,
+                      sizeof(st__uring_lib.queue_init_params)) &&
+                 bind_symbol(h, "io_uring_queue_exit", &st__uring_lib.queue_exit, sizeof(st__uring_lib.queue_exit)) &&
+                 bind_symbol(h, "io_uring_submit", &st__uring_lib.submit, sizeof(st__uring_lib.submit)) &&
+                 bind_symbol(h, "io_uring_submit_and_wait_timeout", &st__uring_lib.submit_and_wait_timeout,
+                      sizeof(st__uring_lib.submit_and_wait_timeout)) &&
+                 bind_symbol(h, "io_uring_peek_batch_cqe", &st__uring_lib.peek_batch_cqe,
+                      sizeof(st__uring_lib.peek_batch_cqe));
     if (!lib_loaded) {
         (void)dlclose(h); /* unusable without every function; a retry opens it again */
     }
 }
 
 
-struct st__uring_state {
-    struct io_uring ring;
-    struct st__fdtable watches; /* struct st__uring_watch per descriptor */
-    struct st__list dirty; /* struct st__uring_watch whose request must be armed or replaced */
-    bool in_dispatch;
-    bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
-    struct io_uring_cqe *cqes[CQE_BATCH];
-};
-
 static void watch_init(void *record, int fd)
 {
     struct st__uring_watch *w = record;
     st__fdwatch_init(&w->common, fd);
     st__list_init(&w->dirty);
+    st__list_init(&w->ops);
 }
 
 static int init_ring(struct io_uring *ring, unsigned entries, unsigned flags, unsigned cq_entries)
@@ -126,7 +114,7 @@ static int init_ring(struct io_uring *ring, unsigned entries, unsigned flags, un
     memset(&params, 0, sizeof(params));
     params.flags = flags;
     params.cq_entries = cq_entries;
-    return lib.queue_init_params(entries, ring, &params);
+    return st__uring_lib.queue_init_params(entries, ring, &params);
 }
 
 /* io_uring_queue_init's result as errno; the strongest setup this kernel takes. */
@@ -134,9 +122,20 @@ static int create_ring(struct io_uring *ring)
 {
     /* SUBMIT_ALL (5.18): a failing request does not stop the rest of the batch. */
     /* COOP_TASKRUN (5.19): completions wait for our next system call, no IPI. */
+    /*
+     * SINGLE_ISSUER (6.0): only this pthread submits (one ring per
+     * scheduler), which spares the kernel its locking. Not DEFER_TASKRUN:
+     * a wait runs only a score of deferred completions, so data that came
+     * before an expired deadline would lose to it (the readers would time
+     * out with their data in the socket).
+     */
     const unsigned sized = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    const unsigned coop = sized | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
     int rc = init_ring(ring, SQ_ENTRIES,
-                       sized | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN, CQ_ENTRIES);
+                       coop | IORING_SETUP_SINGLE_ISSUER, CQ_ENTRIES);
+    if (rc == -EINVAL) {
+        rc = init_ring(ring, SQ_ENTRIES, coop, CQ_ENTRIES);
+    }
     if (rc == -EINVAL) {
         rc = init_ring(ring, SQ_ENTRIES, sized, CQ_ENTRIES);
     }
@@ -163,12 +162,12 @@ static bool uring_supported(void)
         return false;
     }
     struct io_uring ring;
-    int rc = lib.queue_init(2, &ring, 0);
+    int rc = st__uring_lib.queue_init(2, &ring, 0);
     if (rc < 0) {
         errno = -rc;
         return false;
     }
-    lib.queue_exit(&ring);
+    st__uring_lib.queue_exit(&ring);
     return true;
 }
 
@@ -187,6 +186,9 @@ static int uring_init(struct st__sched *sched)
     }
     st__list_init(&st->dirty);
     st__fdtable_init(&st->watches, sizeof(struct st__uring_watch), watch_init);
+    st->sched = sched;
+    /* Without the kernel's own polling, every socket operation would hold a kernel thread. */
+    st->ops_enabled = (st->ring.features & IORING_FEAT_FAST_POLL) != 0;
     sched->backend_state = st;
     return 0;
 }
@@ -194,8 +196,10 @@ static int uring_init(struct st__sched *sched)
 static void uring_fini(struct st__sched *sched)
 {
     struct st__uring_state *st = sched->backend_state;
+    /* Operations write into coroutine stacks that go next: let none be left running. */
+    st__uring_drain_ops(st);
     /* Tearing the ring down cancels every request still in flight. */
-    lib.queue_exit(&st->ring);
+    st__uring_lib.queue_exit(&st->ring);
     st__fdtable_fini(&st->watches);
     free(st);
     sched->backend_state = NULL;
@@ -218,18 +222,18 @@ static void mark_dirty(struct st__uring_state *st, struct st__uring_watch *w)
     }
 }
 
+/* Bit 0 clear: a poll (backend_uring.h). */
 static uint64_t udata(const struct st__uring_watch *w)
 {
-    return (uint64_t)(uint32_t)w->common.fd << 32 | w->gen;
+    return (uint64_t)(uint32_t)w->common.fd << 32 | (uint32_t)(w->gen << 1);
 }
 
-/* Room for `need` SQEs, submitting what is queued if the ring is full. */
-static bool sq_room(struct st__uring_state *st, unsigned need)
+bool st__uring_sq_room(struct st__uring_state *st, unsigned need)
 {
     if (io_uring_sq_space_left(&st->ring) >= need) {
         return true;
     }
-    (void)lib.submit(&st->ring);
+    (void)st__uring_lib.submit(&st->ring);
     return io_uring_sq_space_left(&st->ring) >= need;
 }
 
@@ -253,7 +257,7 @@ static bool sync_watch(struct st__uring_state *st, struct st__uring_watch *w)
     unsigned want = wanted_events(w);
     bool remove = w->unremoved || (w->armed != 0 && (want == 0 || (want & ~w->armed) != 0));
     bool arm = want != 0 && (w->armed == 0 || remove);
-    if (!sq_room(st, (remove ? 1U : 0U) + (arm ? 1U : 0U))) {
+    if (!st__uring_sq_room(st, (remove ? 1U : 0U) + (arm ? 1U : 0U))) {
         return false;
     }
     if (remove) {
@@ -277,12 +281,16 @@ static void complete(struct st__uring_state *st, uint64_t data, int res,
     if (data == UDATA_IGNORED) {
         return; /* a POLL_REMOVE, or liburing's own timeout on old kernels */
     }
+    if (!st__uring_udata_is_poll(data)) {
+        st__uring_op_complete(st, data, res);
+        return;
+    }
     struct st__fdwatch *common = st__fdwatch_find(&st->watches, (int)(uint32_t)(data >> 32));
     if (common == NULL) {
         return;
     }
     struct st__uring_watch *w = uring_watch(common);
-    if (w->armed == 0 || w->gen != (uint32_t)data) {
+    if (w->armed == 0 || (uint32_t)(w->gen << 1) != (uint32_t)data) {
         return; /* removed or replaced since: stale */
     }
     w->armed = 0;
@@ -305,7 +313,7 @@ static void complete(struct st__uring_state *st, uint64_t data, int res,
 static void reap(struct st__uring_state *st, struct st__fdwatch_ready *ready)
 {
     for (;;) {
-        unsigned n = lib.peek_batch_cqe(&st->ring, st->cqes, CQE_BATCH);
+        unsigned n = st__uring_lib.peek_batch_cqe(&st->ring, st->cqes, CQE_BATCH);
         if (n == 0) {
             return;
         }
@@ -348,7 +356,7 @@ static void replace_request(struct st__uring_state *st, struct st__uring_watch *
         return;
     }
     w->armed = 0;
-    if (sq_room(st, 1)) {
+    if (st__uring_sq_room(st, 1)) {
         queue_removal(st, w);
     } else {
         w->unremoved = true; /* sent by the next dispatch */
@@ -376,7 +384,7 @@ static void leave(struct st__uring_state *st, struct st__uring_watch *w)
     if (st->in_dispatch) {
         st->removals_queued = true;
     } else {
-        (void)lib.submit(&st->ring);
+        (void)st__uring_lib.submit(&st->ring);
     }
 }
 
@@ -427,9 +435,9 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
     }
     struct io_uring_cqe *cqe = NULL;
     /* Submit and wait in one system call (one more on kernels before 5.11). */
-    (void)lib.submit_and_wait_timeout(&st->ring, &cqe, 1, tsp, NULL);
+    (void)st__uring_lib.submit_and_wait_timeout(&st->ring, &cqe, 1, tsp, NULL);
     if (io_uring_sq_ready(&st->ring) > 0) {
-        (void)lib.submit(&st->ring); /* a batch cut short by a failing request */
+        (void)st__uring_lib.submit(&st->ring); /* a batch cut short by a failing request */
     }
     reap(st, &ready);
 
@@ -438,7 +446,7 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
     st->in_dispatch = false;
     if (st->removals_queued) {
         st->removals_queued = false;
-        (void)lib.submit(&st->ring);
+        (void)st__uring_lib.submit(&st->ring);
     }
 }
 
@@ -449,7 +457,9 @@ static int uring_fd_new(struct st__sched *sched, int osfd)
     if (w == NULL) {
         return -1;
     }
-    replace_request(st, uring_watch(w)); /* one in flight watches the number's previous file */
+    struct st__uring_watch *uw = uring_watch(w);
+    replace_request(st, uw); /* one in flight watches the number's previous file */
+    uw->not_socket = false;
     return 0;
 }
 
@@ -461,9 +471,11 @@ static void uring_fd_free(struct st__sched *sched, int osfd)
         return;
     }
     replace_request(st, uring_watch(w));
-    /* Queued removals reach the kernel now: the descriptor may be closed next. */
+    /* Operations in flight hold the file open too: cancel them (their callers get EBADF). */
+    st__uring_cancel_ops(st, uring_watch(w));
+    /* Queued removals and cancellations reach the kernel now: the descriptor may be closed next. */
     if (io_uring_sq_ready(&st->ring) > 0) {
-        (void)lib.submit(&st->ring);
+        (void)st__uring_lib.submit(&st->ring);
     }
 }
 
@@ -489,5 +501,6 @@ const struct st__backend_ops st__backend_uring = {
     .fd_new = uring_fd_new,
     .fd_close = uring_fd_close,
     .fd_free = uring_fd_free,
+    .submit_io = st__uring_submit_io,
     .fd_limit = 0,
 };

@@ -43,12 +43,9 @@ static int grow(struct st__fdtable *table, int chunk)
     return 0;
 }
 
-int st__fdtable_reserve(struct st__fdtable *table, int fd)
+int st__fdtable_grow(struct st__fdtable *table, int fd)
 {
     int chunk = fd >> ST__FDTABLE_SHIFT;
-    if (chunk < table->nchunks && table->chunks[chunk] != NULL) {
-        return 0;
-    }
     if (chunk >= table->nchunks && grow(table, chunk) != 0) {
         return -1;
     }

@@ -30,8 +30,18 @@ void st__fdtable_init(struct st__fdtable *table, size_t record_size,
 /* Free every chunk and the table. */
 void st__fdtable_fini(struct st__fdtable *table);
 
+/* Allocate the chunk of `fd` (>= 0): 0, or -1 with errno ENOMEM. */
+int st__fdtable_grow(struct st__fdtable *table, int fd);
+
 /* Make the record of `fd` (>= 0) exist: 0, or -1 with errno ENOMEM. */
-int st__fdtable_reserve(struct st__fdtable *table, int fd);
+static inline int st__fdtable_reserve(struct st__fdtable *table, int fd)
+{
+    int chunk = fd >> ST__FDTABLE_SHIFT;
+    if (chunk < table->nchunks && table->chunks[chunk] != NULL) {
+        return 0; /* every wait after a descriptor's first */
+    }
+    return st__fdtable_grow(table, fd);
+}
 
 /* The record of `fd`, or NULL if `fd` is negative or was never reserved. */
 static inline void *st__fdtable_find(const struct st__fdtable *table, int fd)

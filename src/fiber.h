@@ -44,16 +44,24 @@ struct st__fiber {
     void *tsan_fiber;      /* TSan: its fiber */
 };
 
-/* A created coroutine: record its stack and create its TSan fiber. */
+/*
+ * A created coroutine: record its stack and create its TSan fiber. Only the
+ * sanitizers read these fields, so other builds skip the stores.
+ */
 static inline void st__fiber_init(struct st__fiber *fiber, const void *lo, size_t size)
 {
+#if defined(ST__ASAN) || defined(ST__TSAN)
     fiber->stack_lo = lo;
     fiber->stack_size = size;
     fiber->fake_stack = NULL;
+    fiber->tsan_fiber = NULL;
+#else
+    (void)fiber;
+    (void)lo;
+    (void)size;
+#endif
 #ifdef ST__TSAN
     fiber->tsan_fiber = __tsan_create_fiber(0);
-#else
-    fiber->tsan_fiber = NULL;
 #endif
 }
 
@@ -116,8 +124,10 @@ static inline void st__fiber_destroy(struct st__fiber *fiber)
     if (fiber->tsan_fiber != NULL) {
         __tsan_destroy_fiber(fiber->tsan_fiber);
     }
-#endif
     fiber->tsan_fiber = NULL;
+#else
+    (void)fiber;
+#endif
 }
 
 #endif /* ST__FIBER_H */

@@ -2,6 +2,11 @@
  * Coroutine-aware I/O. Every function tries the system call first and only
  * waits (st_netfd_poll) when the descriptor is not ready, so I/O that can
  * complete at once costs one system call and no scheduling.
+ *
+ * A backend that carries operations out itself (submit_io: io_uring) gets
+ * the socket reads and writes first, as requests it submits with its next
+ * wait; what it does not take (no room, not a socket, a call that must not
+ * wait) goes the try-first way as above.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "backend.h"
 #include "netfd.h"
 #include "scheduler.h"
 
@@ -29,38 +35,83 @@ int st_netfd_poll(st_netfd_t fd, int how, st_utime_t timeout)
     }
     struct pollfd pd = {.fd = fd->osfd, .events = (short)how};
     st__netfd_enter(fd);
-    int n = st_poll(&pd, 1, timeout);
-    int err = errno;
+    int n = st__poll_one(&pd, timeout);
     bool freed = !fd->inuse; /* st_netfd_free() while we waited */
     st__netfd_leave(st__sched_peek(), fd);
-    errno = err;
     if (freed) {
         errno = EBADF;
         return -1;
     }
-    if (n < 0) {
-        return -1;
+    if (n > 0 && (pd.revents & POLLNVAL) == 0) {
+        return 0;
     }
     if (n == 0) {
         errno = ETIME;
-        return -1;
-    }
-    if ((pd.revents & POLLNVAL) != 0) {
+    } else if (n > 0) {
         errno = EBADF;
-        return -1;
     }
-    return 0;
+    return -1;
+}
+
+/* Does the backend submit operations? (Then trying the call first would only add one.) */
+static inline bool io_submits(void)
+{
+    const struct st__sched *sched = st__sched_peek();
+    return sched != NULL && sched->submits_io;
+}
+
+/*
+ * `req` as a request of the backend, if it submits operations: its result,
+ * -1 with errno, or ST__IO_NOT_SUBMITTED. The operation in flight counts as
+ * a user of the netfd, as a wait in st_netfd_poll does.
+ */
+static __attribute__((noinline)) ssize_t io_submit(st_netfd_t fd, const struct st__io_req *req,
+                                                   st_utime_t timeout)
+{
+    struct st__sched *sched = st__sched_peek();
+    if (sched == NULL || !sched->submits_io || timeout == 0) {
+        return ST__IO_NOT_SUBMITTED;
+    }
+    st__netfd_enter(fd);
+    ssize_t n = sched->backend->submit_io(sched, fd->osfd, req, timeout);
+    bool freed = !fd->inuse; /* st_netfd_free() while it was in flight */
+    st__netfd_leave(sched, fd);
+    if (freed && n < 0 && n != ST__IO_NOT_SUBMITTED) {
+        errno = EBADF;
+    }
+    return n;
 }
 
 /* One attempt of a system call on `osfd`; the arguments are in `args`. */
 typedef ssize_t (*st__io_attempt_fn)(int osfd, void *args);
 
-/* Retry `attempt` until it completes, waiting for `events` while not ready. */
-static ssize_t io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn attempt,
-                        void *args)
+/*
+ * Optimised builds inline the retry loop in each I/O function, so that its
+ * attempt is a direct call there; debug builds keep it a frame of its own,
+ * as debuggers and the frame-pointer walk then name it alike.
+ */
+#ifdef __OPTIMIZE__
+#define ST__IO_INLINE inline __attribute__((always_inline))
+#else
+#define ST__IO_INLINE
+#endif
+
+/*
+ * Retry `attempt` until it completes, waiting for `events` while not ready;
+ * `req` (or NULL) is the same operation for a backend that submits them.
+ */
+static ST__IO_INLINE ssize_t
+io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn attempt, void *args,
+         const struct st__io_req *req)
 {
     if (!st__netfd_usable(fd)) {
         return -1;
+    }
+    if (req != NULL && io_submits()) {
+        ssize_t n = io_submit(fd, req, timeout);
+        if (n != ST__IO_NOT_SUBMITTED) {
+            return n;
+        }
     }
     for (;;) {
         ssize_t n = attempt(fd->osfd, args);
@@ -84,13 +135,15 @@ struct st__buf_args {
 static ssize_t attempt_read(int osfd, void *args)
 {
     struct st__buf_args *a = args;
-    return read(osfd, a->buf, a->len);
+    return ST__STAT_EAGAIN(read(osfd, a->buf, a->len), read_eagain);
 }
 
 ssize_t st_read(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
 {
+    ST__STAT_INC(read);
     struct st__buf_args args = {buf, nbyte};
-    return io_retry(fd, POLLIN, timeout, attempt_read, &args);
+    struct st__io_req req = {.kind = ST__IO_RECV, .buf = buf, .len = nbyte};
+    return io_retry(fd, POLLIN, timeout, attempt_read, &args, &req);
 }
 
 struct st__vec_args {
@@ -101,13 +154,18 @@ struct st__vec_args {
 static ssize_t attempt_readv(int osfd, void *args)
 {
     struct st__vec_args *a = args;
-    return readv(osfd, a->iov, a->count);
+    return ST__STAT_EAGAIN(readv(osfd, a->iov, a->count), readv_eagain);
 }
 
 ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
+    ST__STAT_INC(readv);
     struct st__vec_args args = {iov, iov_size};
-    return io_retry(fd, POLLIN, timeout, attempt_readv, &args);
+    void *vector; /* only written through: msghdr has no const member */
+    memcpy(&vector, &iov, sizeof(vector));
+    struct msghdr msg = {.msg_iov = vector, .msg_iovlen = iov_size > 0 ? (size_t)iov_size : 0};
+    struct st__io_req req = {.kind = ST__IO_RECVMSG, .msg = &msg};
+    return io_retry(fd, POLLIN, timeout, attempt_readv, &args, iov_size >= 0 ? &req : NULL);
 }
 
 /* Account for `done` bytes moved: skip finished entries, trim the current one. */
@@ -138,14 +196,66 @@ static ssize_t transfer_once(int osfd, const struct iovec *iov, int count, bool 
     return writing ? writev(osfd, iov, count) : readv(osfd, iov, count);
 }
 
+/* One transfer of *iov as a request of the backend (see io_submit). */
+static ssize_t submit_transfer(st_netfd_t fd, struct iovec *iov, int count, st_utime_t timeout,
+                               bool writing)
+{
+    if (count > IOV_MAX) {
+        count = IOV_MAX;
+    }
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+    struct st__io_req req = {.kind = writing ? ST__IO_SENDMSG : ST__IO_RECVMSG, .msg = &msg};
+    if (count == 1) {
+        req = (struct st__io_req){.kind = writing ? ST__IO_SEND : ST__IO_RECV,
+                                  .buf = iov->iov_base, .len = iov->iov_len};
+    }
+    return io_submit(fd, &req, timeout);
+}
+
+/*
+ * Which way transfer_resid moves bytes. ST__XFER_WRITEV is st_writev's
+ * writing, which differs only in the debug_stats counters: State Threads'
+ * st_writev hands a last vector left alone to st_write, so that a call that
+ * comes down to one vector counts twice in _st_stat_writev.
+ */
+enum st__xfer { ST__XFER_READ, ST__XFER_WRITE, ST__XFER_WRITEV };
+
 /*
  * Move every byte described by *iov, waiting as needed. On return *iov and
  * *iov_size describe what is left (nothing on success, unless a read hit
  * end of file), which is how the *_resid functions report partial progress.
  */
-static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
-                          bool writing)
+/* What one try-first attempt of transfer_resid leaves to do. */
+enum st__try {
+    ST__TRY_DONE,   /* everything moved, or end of file */
+    ST__TRY_AGAIN,  /* interrupted by a signal: try again at once */
+    ST__TRY_WAIT,   /* not ready, or some moved: wait for the descriptor */
+    ST__TRY_FAILED, /* an error, in errno */
+};
+
+/* One read or write of what is left; `returned`: the call moved bytes or saw end of file. */
+static enum st__try try_transfer(st_netfd_t fd, struct iovec **iov, int *iov_size, bool writing,
+                                 bool *returned)
 {
+    ssize_t n = transfer_once(fd->osfd, *iov, *iov_size, writing);
+    *returned = n >= 0;
+    if (n < 0) {
+        if (errno == EINTR) {
+            return ST__TRY_AGAIN;
+        }
+        return not_ready(errno) ? ST__TRY_WAIT : ST__TRY_FAILED;
+    }
+    if (n == 0 && !writing) {
+        return ST__TRY_DONE;
+    }
+    iov_advance(iov, iov_size, (size_t)n);
+    return *iov_size == 0 ? ST__TRY_DONE : ST__TRY_WAIT;
+}
+
+static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
+                          enum st__xfer how)
+{
+    const bool writing = how != ST__XFER_READ;
     if (!st__netfd_usable(fd)) {
         return -1;
     }
@@ -155,37 +265,54 @@ static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_u
     }
     iov_advance(iov, iov_size, 0);
     while (*iov_size > 0) {
-        ssize_t n = transfer_once(fd->osfd, *iov, *iov_size, writing);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            if (!not_ready(errno)) {
-                return -1;
-            }
-        } else if (n == 0 && !writing) {
-            break; /* end of file */
-        } else {
+        ssize_t n = submit_transfer(fd, *iov, *iov_size, timeout, writing);
+        if (n > 0) {
             iov_advance(iov, iov_size, (size_t)n);
-            if (*iov_size == 0) {
-                break;
-            }
+            continue;
+        }
+        if (n == 0 && !writing) {
+            break; /* end of file */
+        }
+        if (n == -1) {
+            return -1;
+        }
+        if (!st__netfd_usable(fd)) {
+            return -1; /* freed by another coroutine while the request was in flight */
+        }
+        bool returned = false;
+        enum st__try step = try_transfer(fd, iov, iov_size, writing, &returned);
+        if (step == ST__TRY_AGAIN) {
+            continue;
+        }
+        if (step != ST__TRY_WAIT) {
+            return step == ST__TRY_FAILED ? -1 : 0;
+        }
+        if (writing) {
+            ST__STAT_INC(writev_eagain);
         }
         if (st_netfd_poll(fd, writing ? POLLOUT : POLLIN, timeout) != 0) {
             return -1;
         }
+#if ST__DEBUG_STATS
+        /* The vectors left, as State Threads counts them, change only when an attempt returned. */
+        if (how == ST__XFER_WRITEV && returned && *iov_size == 1) {
+            ST__STAT_INC(writev);
+            how = ST__XFER_WRITE;
+        }
+#endif
     }
     return 0;
 }
 
 int st_readv_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout)
 {
-    return transfer_resid(fd, iov, iov_size, timeout, false);
+    return transfer_resid(fd, iov, iov_size, timeout, ST__XFER_READ);
 }
 
 int st_writev_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout)
 {
-    return transfer_resid(fd, iov, iov_size, timeout, true);
+    ST__STAT_INC(writev);
+    return transfer_resid(fd, iov, iov_size, timeout, ST__XFER_WRITE);
 }
 
 static int buffer_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t timeout, bool writing)
@@ -197,7 +324,7 @@ static int buffer_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t time
     struct iovec iov = {.iov_base = buf, .iov_len = *resid};
     struct iovec *cursor = &iov;
     int count = 1;
-    int rv = transfer_resid(fd, &cursor, &count, timeout, writing);
+    int rv = transfer_resid(fd, &cursor, &count, timeout, writing ? ST__XFER_WRITE : ST__XFER_READ);
     *resid = iov.iov_len;
     return rv;
 }
@@ -207,8 +334,10 @@ int st_read_resid(st_netfd_t fd, void *buf, size_t *resid, st_utime_t timeout)
     return buffer_resid(fd, buf, resid, timeout, false);
 }
 
+/* State Threads' st_write_resid (and st_write) is st_writev_resid: each call counts as writev. */
 int st_write_resid(st_netfd_t fd, const void *buf, size_t *resid, st_utime_t timeout)
 {
+    ST__STAT_INC(writev);
     /* The buffer is only read from; iovec just has no const member. */
     void *data;
     memcpy(&data, &buf, sizeof(data));
@@ -229,12 +358,14 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
      * which costs more than the rest of an echo server's write path.)
      */
     ssize_t done = 0;
-    if (nbyte > 0 && st__netfd_usable(fd)) {
+    if (nbyte > 0 && st__netfd_usable(fd) && !io_submits()) {
         done = write(fd->osfd, buf, nbyte);
         if (done == (ssize_t)nbyte) {
+            ST__STAT_INC(writev); /* counted by st_write_resid when it goes on there */
             return done;
         }
         if (done < 0 && errno != EINTR && !not_ready(errno)) {
+            ST__STAT_INC(writev);
             return -1;
         }
         if (done > 0) {
@@ -249,6 +380,7 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
 
 ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
+    ST__STAT_INC(writev);
     if (iov_size < 0 || (iov_size > 0 && iov == NULL)) {
         errno = EINVAL;
         return -1;
@@ -270,8 +402,15 @@ ssize_t st_writev(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime
     }
     struct iovec *cursor = copy;
     int left = iov_size;
+    enum st__xfer how = ST__XFER_WRITEV;
+#if ST__DEBUG_STATS
+    if (iov_size == 1 && total > 0) {
+        ST__STAT_INC(writev); /* State Threads goes to st_write at once (see enum st__xfer) */
+        how = ST__XFER_WRITE;
+    }
+#endif
     ssize_t rv = -1;
-    if (transfer_resid(fd, &cursor, &left, timeout, true) == 0) {
+    if (transfer_resid(fd, &cursor, &left, timeout, how) == 0) {
         rv = (ssize_t)total;
     }
     if (copy != local) {
@@ -290,12 +429,13 @@ struct st__recvfrom_args {
 static ssize_t attempt_recvfrom(int osfd, void *args)
 {
     struct st__recvfrom_args *a = args;
-    return recvfrom(osfd, a->buf, a->len, 0, a->from, a->fromlen);
+    return ST__STAT_EAGAIN(recvfrom(osfd, a->buf, a->len, 0, a->from, a->fromlen), recvfrom_eagain);
 }
 
 int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *fromlen,
                 st_utime_t timeout)
 {
+    ST__STAT_INC(recvfrom);
     if (len < 0 || (fromlen != NULL && *fromlen < 0)) {
         errno = EINVAL;
         return -1;
@@ -304,9 +444,15 @@ int st_recvfrom(st_netfd_t fd, void *buf, int len, struct sockaddr *from, int *f
     bool want_addr = from != NULL && fromlen != NULL;
     struct st__recvfrom_args args = {buf, (size_t)len, want_addr ? from : NULL,
                                  want_addr ? &addrlen : NULL};
-    ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args);
+    struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
+    socklen_t given = want_addr ? addrlen : 0;
+    struct msghdr msg = {.msg_name = args.from, .msg_namelen = given, .msg_iov = &iov,
+                         .msg_iovlen = 1};
+    struct st__io_req req = {.kind = ST__IO_RECVMSG, .msg = &msg};
+    ssize_t n = io_retry(fd, POLLIN, timeout, attempt_recvfrom, &args, &req);
     if (n >= 0 && want_addr) {
-        *fromlen = (int)addrlen;
+        /* A submitted recvmsg reports the length in the header, recvfrom(2) in addrlen. */
+        *fromlen = (int)(msg.msg_namelen != given ? msg.msg_namelen : addrlen);
     }
     return (int)n;
 }
@@ -321,18 +467,24 @@ struct st__sendto_args {
 static ssize_t attempt_sendto(int osfd, void *args)
 {
     const struct st__sendto_args *a = args;
-    return sendto(osfd, a->buf, a->len, 0, a->to, a->tolen);
+    return ST__STAT_EAGAIN(sendto(osfd, a->buf, a->len, 0, a->to, a->tolen), sendto_eagain);
 }
 
 int st_sendto(st_netfd_t fd, const void *msg, int len, const struct sockaddr *to, int tolen,
               st_utime_t timeout)
 {
+    ST__STAT_INC(sendto);
     if (len < 0 || tolen < 0) {
         errno = EINVAL;
         return -1;
     }
     struct st__sendto_args args = {msg, (size_t)len, to, (socklen_t)tolen};
-    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args);
+    struct iovec iov = {.iov_len = (size_t)len};
+    memcpy(&iov.iov_base, &msg, sizeof(iov.iov_base)); /* only read from */
+    struct msghdr hdr = {.msg_namelen = (socklen_t)tolen, .msg_iov = &iov, .msg_iovlen = 1};
+    memcpy(&hdr.msg_name, &to, sizeof(hdr.msg_name));  /* only read from */
+    struct st__io_req req = {.kind = ST__IO_SENDMSG, .msg = &hdr};
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendto, &args, &req);
 }
 
 struct st__recvmsg_args {
@@ -343,13 +495,15 @@ struct st__recvmsg_args {
 static ssize_t attempt_recvmsg(int osfd, void *args)
 {
     struct st__recvmsg_args *a = args;
-    return recvmsg(osfd, a->msg, a->flags);
+    return ST__STAT_EAGAIN(recvmsg(osfd, a->msg, a->flags), recvmsg_eagain);
 }
 
 int st_recvmsg(st_netfd_t fd, struct msghdr *msg, int flags, st_utime_t timeout)
 {
+    ST__STAT_INC(recvmsg);
     struct st__recvmsg_args args = {msg, flags};
-    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args);
+    struct st__io_req req = {.kind = ST__IO_RECVMSG, .flags = flags, .msg = msg};
+    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmsg, &args, msg != NULL ? &req : NULL);
 }
 
 struct st__sendmsg_args {
@@ -360,13 +514,17 @@ struct st__sendmsg_args {
 static ssize_t attempt_sendmsg(int osfd, void *args)
 {
     const struct st__sendmsg_args *a = args;
-    return sendmsg(osfd, a->msg, a->flags);
+    return ST__STAT_EAGAIN(sendmsg(osfd, a->msg, a->flags), sendmsg_eagain);
 }
 
 int st_sendmsg(st_netfd_t fd, const struct msghdr *msg, int flags, st_utime_t timeout)
 {
+    ST__STAT_INC(sendmsg);
     struct st__sendmsg_args args = {msg, flags};
-    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args);
+    void *header; /* only read from: the request has no const member */
+    memcpy(&header, &msg, sizeof(header));
+    struct st__io_req req = {.kind = ST__IO_SENDMSG, .flags = flags, .msg = header};
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmsg, &args, msg != NULL ? &req : NULL);
 }
 
 struct st__mmsg_args {
@@ -396,14 +554,14 @@ int st_recvmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int fl
                 st_utime_t timeout)
 {
     struct st__mmsg_args args = {msgvec, vlen, flags};
-    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmmsg, &args);
+    return (int)io_retry(fd, POLLIN, timeout, attempt_recvmmsg, &args, NULL);
 }
 
 int st_sendmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
                 st_utime_t timeout)
 {
     struct st__mmsg_args args = {msgvec, vlen, flags};
-    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmmsg, &args);
+    return (int)io_retry(fd, POLLOUT, timeout, attempt_sendmmsg, &args, NULL);
 }
 
 struct st__accept_args {
@@ -427,7 +585,7 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
     bool want_addr = addr != NULL && addrlen != NULL;
     struct st__accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
-    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args);
+    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args, NULL);
     if (osfd < 0) {
         return NULL;
     }

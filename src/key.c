@@ -39,6 +39,9 @@ int st_thread_setspecific2(st_thread_t thread, int key, void *value)
         errno = EINVAL;
         return -1;
     }
+    while (thread->keys_set <= key) {
+        thread->keys[thread->keys_set++] = NULL;
+    }
     void *old = thread->keys[key];
     if (value != old) {
         /* Replacing a value releases the previous one, as at exit. */
@@ -58,7 +61,7 @@ int st_thread_setspecific(int key, void *value)
 void *st_thread_getspecific(int key)
 {
     const struct st__sched *sched = st__sched_peek();
-    if (!key_valid(sched, key) || sched->current == NULL) {
+    if (!key_valid(sched, key) || sched->current == NULL || key >= sched->current->keys_set) {
         return NULL;
     }
     return sched->current->keys[key];
@@ -66,7 +69,8 @@ void *st_thread_getspecific(int key)
 
 void st__keys_run_destructors(struct st__sched *sched, struct _st_thread *thread)
 {
-    for (int key = 0; key < sched->key_count; key++) {
+    int set = thread->keys_set < sched->key_count ? thread->keys_set : sched->key_count;
+    for (int key = 0; key < set; key++) {
         void *value = thread->keys[key];
         if (value != NULL && sched->key_destructors[key] != NULL) {
             thread->keys[key] = NULL;

@@ -63,7 +63,7 @@ st_netfd_t st_netfd_open_socket(int osfd)
 }
 
 /* Put a netfd nobody uses any more on the free list (or free it). */
-static void recycle(struct st__sched *sched, struct _st_netfd *fd)
+void st__netfd_recycle(struct st__sched *sched, struct _st_netfd *fd)
 {
     st__list_remove(&fd->live);
     if (sched == NULL) {
@@ -89,16 +89,9 @@ void st_netfd_free(st_netfd_t fd)
         sched->backend->fd_free(sched, fd->osfd);
     }
     if (fd->users == 0) {
-        recycle(sched, fd);
+        st__netfd_recycle(sched, fd);
     }
     /* Otherwise the last coroutine to leave st_netfd_poll() recycles it. */
-}
-
-void st__netfd_leave(struct st__sched *sched, struct _st_netfd *fd)
-{
-    if (--fd->users == 0 && !fd->inuse) {
-        recycle(sched, fd);
-    }
 }
 
 int st_netfd_close(st_netfd_t fd)

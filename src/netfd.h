@@ -49,7 +49,15 @@ static inline void st__netfd_enter(struct _st_netfd *fd)
     fd->users++;
 }
 
-void st__netfd_leave(struct st__sched *sched, struct _st_netfd *fd);
+/* Put a freed netfd its last user has left on the free list (or free it). */
+void st__netfd_recycle(struct st__sched *sched, struct _st_netfd *fd);
+
+static inline void st__netfd_leave(struct st__sched *sched, struct _st_netfd *fd)
+{
+    if (--fd->users == 0 && !fd->inuse) {
+        st__netfd_recycle(sched, fd);
+    }
+}
 
 /*
  * st_destroy: free the free list and the freed netfds that waited for their

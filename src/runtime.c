@@ -55,23 +55,27 @@ int st_getfdlimit(void)
     return sched != NULL ? sched->osfd_limit : -1;
 }
 
-static st_switch_cb_t exchange_cb(st_switch_cb_t *slot, st_switch_cb_t cb)
+static st_switch_cb_t set_switch_cb(bool in, st_switch_cb_t cb)
 {
+    struct st__sched *sched = st__sched_get();
+    if (sched == NULL) {
+        return NULL;
+    }
+    st_switch_cb_t *slot = in ? &sched->switch_in_cb : &sched->switch_out_cb;
     st_switch_cb_t old = *slot;
     *slot = cb;
+    sched->switch_hooked = sched->switch_in_cb != NULL || sched->switch_out_cb != NULL;
     return old;
 }
 
 st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
 {
-    struct st__sched *sched = st__sched_get();
-    return sched != NULL ? exchange_cb(&sched->switch_in_cb, cb) : NULL;
+    return set_switch_cb(true, cb);
 }
 
 st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 {
-    struct st__sched *sched = st__sched_get();
-    return sched != NULL ? exchange_cb(&sched->switch_out_cb, cb) : NULL;
+    return set_switch_cb(false, cb);
 }
 
 /*
@@ -162,7 +166,7 @@ static void *idle_main(void *arg)
         if (split && st__list_empty(&sched->run_q)) {
             st__stack_split(&sched->stacks, ST__SPLITS_PER_WAIT);
         }
-        st__sched_check_clock(sched);
+        st__sched_tick(sched);
         me->state = ST__RUNNABLE;
         st__sched_switch(sched, me);
     }
@@ -249,7 +253,9 @@ int st_init(void)
     sched->generation = atomic_fetch_add(&generations, 1) + 1;
     st__overflow_init(sched);
     sched->active_count = 1;
+    ST__STAT_SET(active_count, sched->active_count);
     sched->initialized = true;
+    sched->submits_io = sched->backend->submit_io != NULL;
     return 0;
 }
 
@@ -276,4 +282,5 @@ void st_destroy(void)
     st__netfd_release_all(sched);
     free(sched);
     st__sched_forget();
+    ST__STAT_SET(active_count, 0);
 }

@@ -100,21 +100,13 @@ static bool wants_switch_cb(const struct _st_thread *thread)
     return (thread->flags & ST__FL_IDLE) == 0;
 }
 
-void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
+void st__sched_switch_hooked(struct st__sched *sched, struct _st_thread *me)
 {
-    assert(me == sched->current);
-    /* It has left RUNNING for the state that says what wakes it (RUNNABLE: a yield). */
-    assert(me->state != ST__RUNNING);
     if (sched->switch_out_cb != NULL && wants_switch_cb(me)) {
         sched->switch_out_cb();
     }
 
-    struct st__list *first = st__list_first(&sched->run_q);
-    struct _st_thread *next = sched->idle;
-    if (first != NULL) {
-        st__list_remove(first);
-        next = st__thread_from_links(first);
-    }
+    struct _st_thread *next = st__sched_pick(sched);
     assert(next->state == ST__RUNNABLE || next == sched->idle);
     next->state = ST__RUNNING;
     sched->current = next;
@@ -130,7 +122,7 @@ void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
     }
 }
 
-void st__sched_arrived(struct st__sched *sched, struct _st_thread *me)
+void st__sched_arrived_tools(struct st__sched *sched, struct _st_thread *me)
 {
     struct _st_thread *prev = sched->switched_from;
     st__fiber_arrive(&me->fiber, prev != NULL ? &prev->fiber : NULL);
@@ -144,6 +136,7 @@ void st__sched_arrived(struct st__sched *sched, struct _st_thread *me)
 void st__sched_check_clock(struct st__sched *sched)
 {
     st_utime_t now = st__utime(sched);
+    ST__STAT_CLOCK(sched->last_clock, now);
     sched->last_clock = now;
     sched->clock_stale = false;
     st__time_cache_tick(sched, now);

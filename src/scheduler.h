@@ -19,6 +19,7 @@
 #include "list.h"
 #include "st.h"
 #include "stack.h"
+#include "stats.h"
 #include "thread.h"
 
 struct st__backend_ops;
@@ -28,6 +29,8 @@ struct st__sched {
     struct _st_thread *idle;
     struct _st_thread *primordial;
     bool initialized;
+    bool switch_hooked;       /* a switch callback is set (st__sched_switch) */
+    bool submits_io;          /* initialized, and the backend submits I/O (submit_io) */
     unsigned long generation; /* unique per st_init() in the process; 0 before it */
 
     struct st__list run_q;    /* runnable coroutines, in the order they run */
@@ -40,7 +43,7 @@ struct st__sched {
     unsigned created;         /* coroutines created, counted up to ST__STACKS_AT_ONCE */
 
     st_utime_t last_clock;    /* clock at the last scheduler cycle or yield */
-    bool clock_stale;         /* a yield skipped reading the clock: last_clock is behind */
+    bool clock_stale;         /* a tick skipped reading the clock: last_clock is behind */
     st_utime_t (*utime_fn)(void);
     time_t cached_time;       /* st_time() value while the time cache is on, else 0 */
     st_utime_t cached_time_at;
@@ -62,7 +65,7 @@ struct st__sched {
     const void *primordial_stack_lo;  /* st_set_primordial_stack() before st_init */
     size_t primordial_stack_size;
     void *alt_stack;                  /* signal stack for overflow reports, if ours */
-    struct _st_thread *switched_from; /* the coroutine the last switch left */
+    struct _st_thread *switched_from; /* the coroutine the last switch left (sanitizer builds) */
     void *dead_tsan_fiber;            /* a finished coroutine's TSan fiber, to destroy */
 };
 
@@ -151,14 +154,69 @@ static inline void st__sched_sleep_del(struct st__sched *sched, struct _st_threa
 }
 
 /*
+ * A switch does more than move registers when switch callbacks are set
+ * (sched->switch_hooked) or, in builds with ASan or TSan, always: those
+ * tools must be told about every change of stack (fiber.h).
+ */
+#if defined(ST__ASAN) || defined(ST__TSAN)
+#define ST__SWITCH_TOOLS 1
+#else
+#define ST__SWITCH_TOOLS 0
+#endif
+
+/* The switch with callbacks and sanitizer bookkeeping (scheduler.c). */
+void st__sched_switch_hooked(struct st__sched *sched, struct _st_thread *me);
+
+/* Take the next coroutine to run off the run queue: the idle one when it is empty. */
+static inline struct _st_thread *st__sched_pick(struct st__sched *sched)
+{
+    struct st__list *first = sched->run_q.next;
+    if (first == &sched->run_q) {
+        ST__STAT_INC(thread_idle);
+        return sched->idle;
+    }
+    ST__STAT_INC(thread_run);
+    st__list_remove(first);
+    return st__thread_from_links(first);
+}
+
+/*
  * Suspend the current coroutine `me` (already placed on whatever queue
  * will wake it, with its state set) and run the next one. Returns when `me`
- * is resumed.
+ * is resumed. Inline: it is most of every blocking call's cost, and the
+ * common case is a handful of instructions around the register switch.
  */
-void st__sched_switch(struct st__sched *sched, struct _st_thread *me);
+static inline void st__sched_switch(struct st__sched *sched, struct _st_thread *me)
+{
+    assert(me == sched->current);
+    /* It has left RUNNING for the state that says what wakes it (RUNNABLE: a yield). */
+    assert(me->state != ST__RUNNING);
+    if (ST__SWITCH_TOOLS || __builtin_expect(sched->switch_hooked, 0)) {
+        st__sched_switch_hooked(sched, me);
+        return;
+    }
+    struct _st_thread *next = st__sched_pick(sched);
+    assert(next->state == ST__RUNNABLE || next == sched->idle);
+    next->state = ST__RUNNING;
+    sched->current = next;
+    if (next != me) {
+        st__ctx_switch(&me->ctx, &next->ctx);
+    }
+}
 
-/* Bookkeeping on arriving in `me` after a switch (or at its first run). */
-void st__sched_arrived(struct st__sched *sched, struct _st_thread *me);
+/* Sanitizer bookkeeping on arriving in `me` after a switch (scheduler.c). */
+void st__sched_arrived_tools(struct st__sched *sched, struct _st_thread *me);
+
+/* Bookkeeping on arriving in `me` after a switch (or at its first run): none without sanitizers. */
+static inline void st__sched_arrived(struct st__sched *sched, struct _st_thread *me)
+{
+#if ST__SWITCH_TOOLS
+    st__sched_arrived_tools(sched, me);
+#else
+    (void)sched;
+    (void)me;
+#endif
+}
 
 /* The clock used for deadlines (st_utime()). */
 st_utime_t st__utime(const struct st__sched *sched);
@@ -166,7 +224,23 @@ st_utime_t st__utime(const struct st__sched *sched);
 /* Read the clock, then move every coroutine whose deadline passed to the run queue. */
 void st__sched_check_clock(struct st__sched *sched);
 
-/* The clock as of the last cycle or yield (read now if a yield put that off). */
+/*
+ * A scheduler cycle or a yield: expire the deadlines that passed. Timers can
+ * only expire if there are any: without sleepers (and without the st_time()
+ * cache to refresh) reading the clock, most of the cost, is put off until
+ * somebody asks for it (a new deadline, st_utime_last_clock()), which then
+ * sees a clock as current as State Threads', which reads it every time.
+ */
+static inline void st__sched_tick(struct st__sched *sched)
+{
+    if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
+        st__sched_check_clock(sched);
+    } else {
+        sched->clock_stale = true;
+    }
+}
+
+/* The clock as of the last cycle or yield (read now if a tick put that off). */
 static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
 {
     if (sched->clock_stale) {
@@ -190,6 +264,9 @@ static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
 
 /* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
 st_utime_t st__sched_next_timeout(const struct st__sched *sched);
+
+/* st_poll() on one pollfd, without its loops: the wait of every netfd I/O function. */
+int st__poll_one(struct pollfd *pd, st_utime_t timeout);
 
 /* A waiter's I/O is ready: take it off the io_q and make it runnable. */
 void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);

@@ -9,6 +9,7 @@
 
 #include "fiber.h"
 #include "st_config.h"
+#include "stats.h"
 #ifdef ST__ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -105,6 +106,7 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
 {
     unmap_all(&pool->cache);
     unmap_all(&pool->graveyard);
+    ST__STAT_SET(num_free_stacks, 0);
     st__list_for_each_safe(link, next, &pool->slabs) {
         struct st__slab *slab = ST__CONTAINER_OF(link, struct st__slab, link);
         (void)munmap(slab->base, slab->size);
@@ -130,6 +132,8 @@ void st__stack_reclaim_queued(struct st__stack_pool *pool)
         if (in_slab) {
             /* Its memory went back to the OS; its address range is reused. */
             st__list_insert_tail(&pool->cache, &stack->link);
+        } else {
+            ST__STAT_ADD(num_free_stacks, -1);
         }
     }
 }
@@ -171,6 +175,7 @@ static struct st__stack *take_cached(struct st__stack_pool *pool, size_t size)
         struct st__stack *stack = stack_from_link(link);
         if (stack->size >= size) {
             st__list_remove(link);
+            ST__STAT_ADD(num_free_stacks, -1);
             return stack;
         }
     }
@@ -388,4 +393,5 @@ void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)
     } else {
         st__list_insert_tail(&pool->graveyard, &stack->link);
     }
+    ST__STAT_ADD(num_free_stacks, 1);
 }

@@ -18,12 +18,6 @@
 
 #include "scheduler.h"
 
-void st__cond_init(struct _st_cond *cvar)
-{
-    st__list_init(&cvar->wait_q);
-    cvar->woken = 0;
-}
-
 void st__cond_waiter_woken(struct _st_thread *thread)
 {
     st__list_remove(&thread->wait_links);
@@ -86,15 +80,46 @@ int st_cond_destroy(st_cond_t cvar)
     return 0;
 }
 
-int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+/*
+ * How a cond wait ended when a flag says it did not simply get signalled:
+ * the deadline passed (ETIME) or the coroutine was interrupted (EINTR,
+ * which wins, as in State Threads). Out of line: the fast path of a wait
+ * then needs fewer registers.
+ */
+static __attribute__((noinline, cold)) int cond_wait_flagged(struct _st_thread *me)
+{
+    int rv = 0;
+    if ((me->flags & ST__FL_TIMEDOUT) != 0) {
+        me->flags &= ~ST__FL_TIMEDOUT;
+        errno = ETIME;
+        rv = -1;
+    }
+    if (take_interrupt(me)) {
+        rv = -1;
+    }
+    return rv;
+}
+
+/* A wait that cannot start: no running scheduler or no cond (EINVAL), or an interrupt pending. */
+static __attribute__((noinline, cold)) int cond_wait_refused(st_cond_t cvar)
 {
     struct st__sched *sched = running_for(cvar);
-    if (sched == NULL) {
-        return -1;
+    if (sched != NULL) {
+        (void)take_interrupt(sched->current);
+    }
+    return -1;
+}
+
+/* The wait of st_cond_timedwait and st_cond_wait, inline in each. */
+static inline int cond_wait(st_cond_t cvar, st_utime_t timeout)
+{
+    struct st__sched *sched = st__this_sched;
+    if (__builtin_expect(sched == NULL || !sched->initialized || cvar == NULL, 0)) {
+        return cond_wait_refused(cvar);
     }
     struct _st_thread *me = sched->current;
-    if (take_interrupt(me)) {
-        return -1;
+    if (__builtin_expect((me->flags & ST__FL_INTERRUPT) != 0, 0)) {
+        return cond_wait_refused(cvar);
     }
 
     me->state = ST__COND_WAIT;
@@ -109,56 +134,75 @@ int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
     cvar->woken--;
     me->cond = NULL;
     me->waiting_on = NULL;
-
-    int rv = 0;
-    if ((me->flags & ST__FL_TIMEDOUT) != 0) {
-        me->flags &= ~ST__FL_TIMEDOUT;
-        errno = ETIME;
-        rv = -1;
+    if (__builtin_expect((me->flags & (ST__FL_TIMEDOUT | ST__FL_INTERRUPT)) != 0, 0)) {
+        return cond_wait_flagged(me);
     }
-    if (take_interrupt(me)) {
-        rv = -1;
-    }
-    return rv;
+    return 0;
 }
 
+int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+{
+    return cond_wait(cvar, timeout);
+}
+
+/* Its own copy without the deadline: waits without one are the common case. */
 int st_cond_wait(st_cond_t cvar)
 {
-    return st_cond_timedwait(cvar, ST_UTIME_NO_TIMEOUT);
+    return cond_wait(cvar, ST_UTIME_NO_TIMEOUT);
 }
 
-/* Wake the first waiter of a non-empty queue: it leaves the queue now, before it runs. */
-static void wake_first(struct st__sched *sched, st_cond_t cvar)
+/* A woken waiter that had a deadline: it no longer has one, and runs. */
+static __attribute__((noinline)) int wake_timed(struct st__sched *sched, struct _st_thread *thread)
+{
+    st__heap_remove(&sched->sleep_q, &thread->timer);
+    st__sched_make_runnable(sched, thread);
+    return 0;
+}
+
+/*
+ * Wake the first waiter of a non-empty queue: it leaves the queue now,
+ * before it runs. Returns 0. The rare cases are tail calls, so that the
+ * common one (no deadline) needs no stack frame.
+ */
+static inline int wake_first(struct st__sched *sched, st_cond_t cvar)
 {
     struct st__list *link = cvar->wait_q.next;
     struct _st_thread *thread = st__thread_from_wait_links(link);
     assert(thread->state == ST__COND_WAIT && thread->cond == cvar);
-    st__cond_waiter_woken(thread);
-    st__sched_sleep_del(sched, thread);
+    st__list_remove(link);
+    cvar->woken++; /* as st__cond_waiter_woken(): thread->cond is cvar */
+    if (st__heap_node_queued(&thread->timer)) {
+        return wake_timed(sched, thread);
+    }
     st__sched_make_runnable(sched, thread);
+    return 0;
+}
+
+static __attribute__((noinline, cold)) int no_cond(void)
+{
+    errno = EINVAL;
+    return -1;
 }
 
 int st_cond_signal(st_cond_t cvar)
 {
     if (cvar == NULL) {
-        errno = EINVAL;
-        return -1;
+        return no_cond();
     }
-    if (!st__list_empty(&cvar->wait_q)) {
-        wake_first(st__sched_peek(), cvar);
+    if (st__list_empty(&cvar->wait_q)) {
+        return 0;
     }
-    return 0;
+    return wake_first(st__sched_peek(), cvar);
 }
 
 int st_cond_broadcast(st_cond_t cvar)
 {
     if (cvar == NULL) {
-        errno = EINVAL;
-        return -1;
+        return no_cond();
     }
     struct st__sched *sched = st__sched_peek();
     while (!st__list_empty(&cvar->wait_q)) {
-        wake_first(sched, cvar);
+        (void)wake_first(sched, cvar);
     }
     return 0;
 }

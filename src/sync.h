@@ -31,7 +31,11 @@ struct _st_mutex {
     struct st__list wait_q;   /* coroutines waiting to own it, oldest first */
 };
 
-void st__cond_init(struct _st_cond *cvar);
+static inline void st__cond_init(struct _st_cond *cvar)
+{
+    st__list_init(&cvar->wait_q);
+    cvar->woken = 0;
+}
 
 /* Does anybody wait on `cvar`, woken or not? */
 static inline bool st__cond_has_waiters(const struct _st_cond *cvar)

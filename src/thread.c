@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "scheduler.h"
 #include "st_config.h"
@@ -68,7 +67,7 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
         st__cond_init(&thread->term_cond);
         thread->term = &thread->term_cond;
     }
-    memset(thread->keys, 0, sizeof(thread->keys));
+    thread->keys_set = 0;
     thread->waiting_on = NULL;
     st__ctx_make(&thread->ctx, thread, thread_main, thread);
     st__fiber_init(&thread->fiber, stack->bottom, (size_t)(stack->top - stack->bottom));
@@ -93,6 +92,7 @@ st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable,
         return NULL;
     }
     sched->active_count++;
+    ST__STAT_SET(active_count, sched->active_count);
     st__sched_make_runnable(sched, thread);
     return thread;
 }
@@ -121,11 +121,13 @@ static void reap(struct st__sched *sched, struct _st_thread *thread)
     if (thread->stack == NULL) {
         return; /* the primordial: the pthread keeps its stack and fiber */
     }
+#ifdef ST__TSAN
     if (thread == sched->current) {
         sched->dead_tsan_fiber = thread->fiber.tsan_fiber; /* still running on it */
     } else {
         st__fiber_destroy(&thread->fiber);
     }
+#endif
     /* Safe while still on it: in free mode the unmapping is deferred. */
     st__stack_release(&sched->stacks, thread->stack);
 }
@@ -138,9 +140,12 @@ void st_thread_exit(void *retval)
     }
     struct _st_thread *me = sched->current;
     me->retval = retval;
-    st__keys_run_destructors(sched, me);
+    if (me->keys_set > 0) {
+        st__keys_run_destructors(sched, me);
+    }
     me->flags |= ST__FL_EXITING;
     sched->active_count--;
+    ST__STAT_SET(active_count, sched->active_count);
 
     me->state = ST__ZOMBIE;
     me->flags |= ST__FL_DEAD;
@@ -214,21 +219,12 @@ void st_thread_yield(void)
     if (sched == NULL) {
         return;
     }
-    /*
-     * Timers can only expire if there are any: without sleepers (and
-     * without the st_time() cache to refresh) reading the clock, most of a
-     * yield's cost, is put off until somebody asks for it (a new deadline,
-     * st_utime_last_clock()), which then sees a clock as current as State
-     * Threads', whose every yield reads it.
-     */
-    if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
-        st__sched_check_clock(sched);
-    } else {
-        sched->clock_stale = true;
-    }
+    ST__STAT_INC(thread_yield);
+    st__sched_tick(sched);
     if (st__list_empty(&sched->run_q)) {
         return;
     }
+    ST__STAT_INC(thread_yield2);
     struct _st_thread *me = sched->current;
     st__sched_make_runnable(sched, me);
     st__sched_switch(sched, me);

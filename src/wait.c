@@ -56,17 +56,20 @@ static int pollq_init(struct st__pollq *pq, struct pollfd *pds, int npds, struct
 
 static void pollq_fini(struct st__pollq *pq)
 {
-    if (pq->fds != pq->inline_fds) {
+    /* By the count, not the pointer: a constant count drops the test. */
+    if (pq->npds > ST__POLLQ_INLINE) {
         free(pq->fds);
     }
 }
 
-int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
+/*
+ * The wait of a running scheduler's current coroutine on validated pollfds.
+ * Inline, so that st__poll_one (one pollfd, the wait of every netfd I/O
+ * function) gets a copy without loops or allocation.
+ */
+static inline int wait_for(struct st__sched *sched, struct pollfd *pds, int npds,
+                           st_utime_t timeout)
 {
-    struct st__sched *sched = st__sched_running();
-    if (sched == NULL || validate(pds, npds) != 0) {
-        return -1;
-    }
     struct _st_thread *me = sched->current;
     if ((me->flags & ST__FL_INTERRUPT) != 0) {
         me->flags &= ~ST__FL_INTERRUPT;
@@ -108,6 +111,24 @@ int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
         return -1;
     }
     return ready;
+}
+
+int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL || validate(pds, npds) != 0) {
+        return -1;
+    }
+    return wait_for(sched, pds, npds, timeout);
+}
+
+int st__poll_one(struct pollfd *pd, st_utime_t timeout)
+{
+    struct st__sched *sched = st__sched_running();
+    if (sched == NULL || validate(pd, 1) != 0) {
+        return -1;
+    }
+    return wait_for(sched, pd, 1, timeout);
 }
 
 void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq)

@@ -13,6 +13,8 @@
 #   abi         libst.so (release build) exports nothing but st_*; installed,
 #               a program builds through pkg-config with libst.so and libst.a
 #   packaging   tools/ci/consumer_check.sh and tools/ci/dist_check.sh
+#   make        State Threads' make interface as SRS uses it, native and
+#               cross (tools/ci/make_check.sh)
 #   sanitizers  the suite under ASan+UBSan, the multi-pthread tests under TSan
 #   valgrind    unit, api (epoll; poll and select through the runner build)
 #               and tools under valgrind memcheck
@@ -22,10 +24,11 @@
 #
 # Prints one line per group and, last, "N passed, N failed", where every
 # Criterion test counts as one check, every other Meson test as one, and
-# clang-tidy, the coverage gate, the symbol check, each link mode and each
-# CPU of the cross run as one each. A failed configure or compile of the main
-# build stops the run; a stage that fails without recording a failed check
-# counts as one failed check.
+# clang-tidy, the coverage gate, the symbol check, each link mode, each
+# PASS/FAIL line of the packaging and make checks and each CPU of the cross
+# run as one each. A failed configure or compile of the main build stops
+# the run; a stage that fails without recording a failed check counts as
+# one failed check.
 #
 # Exit status 0 if and only if nothing failed. Environment knobs:
 #   ST_TEST_BUILD_DIR   build directory (default build-test)
@@ -40,7 +43,7 @@ records=$(mktemp "${TMPDIR:-/tmp}/st-test.XXXXXX")
 trap 'rm -f "$records"' EXIT
 export ST_CI_DRIVER=1 ST_CI_START=$START ST_TEST_BUILD_DIR=$BUILD ST_COVERAGE_MIN=$COVERAGE_MIN
 
-for stage in build lint coverage abi packaging sanitizers valgrind fuzz cross; do
+for stage in build lint coverage abi packaging make sanitizers valgrind fuzz cross; do
     : >"$records"
     stage_rc=0
     ST_CI_RECORDS=$records bash "tools/ci/$stage.sh" || stage_rc=$?

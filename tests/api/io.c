@@ -917,3 +917,193 @@ Test(io, long_vectors)
     cr_assert_eq(st_netfd_close(a), 0);
     cr_assert_eq(st_netfd_close(b), 0);
 }
+
+/*
+ * A read given up (interrupted, timed out, its netfd freed) leaves the
+ * buffer alone once it has returned: on io_uring the request is cancelled
+ * and its end awaited. Data that came meanwhile is returned or still there.
+ */
+struct io_reader {
+    st_netfd_t nfd;
+    st_utime_t timeout;
+    ssize_t rc;
+    int err;
+    char buf[32];
+};
+
+static void *io_read_into(void *arg)
+{
+    struct io_reader *r = arg;
+
+    r->rc = st_read(r->nfd, r->buf, sizeof(r->buf), r->timeout);
+    r->err = errno;
+    return NULL;
+}
+
+/* Reader r is blocked on nfd when this returns; its buffer is all '#'. */
+static st_thread_t io_start_reader(struct io_reader *r, st_netfd_t nfd, st_utime_t timeout)
+{
+    st_thread_t t;
+
+    memset(r, 0, sizeof(*r));
+    memset(r->buf, '#', sizeof(r->buf));
+    r->nfd = nfd;
+    r->timeout = timeout;
+    r->rc = 99;
+    t = st_test_spawn(io_read_into, r);
+    cr_assert_eq(st_usleep(1000), 0);
+    cr_assert_eq(r->rc, 99, "the reader did not wait");
+    return t;
+}
+
+/* Data sent after the reader returned lands neither in its buffer nor nowhere. */
+static void io_expect_buffer_untouched(struct io_reader *r, int raw)
+{
+    char got[8] = {0};
+    size_t i;
+
+    cr_assert_eq(write(raw, "late", 4), 4);
+    cr_assert_eq(st_usleep(10000), 0);
+    for (i = 0; i < sizeof(r->buf); i++) {
+        cr_assert_eq(r->buf[i], '#', "byte %zu of the buffer was written after the read returned",
+                     i);
+    }
+    cr_assert_eq(st_read(r->nfd, got, sizeof(got), 1000000), 4);
+    cr_assert_eq(memcmp(got, "late", 4), 0);
+}
+
+Test(io, interrupted_read_leaves_the_buffer_alone)
+{
+    struct io_reader r;
+    st_thread_t t;
+    int raw;
+
+    st_test_init();
+    t = io_start_reader(&r, st_test_socketpair_raw(&raw), ST_UTIME_NO_TIMEOUT);
+    st_thread_interrupt(t);
+    st_test_join(t);
+    cr_assert_eq(r.rc, -1);
+    cr_assert_eq(r.err, EINTR, "%s", strerror(r.err));
+    io_expect_buffer_untouched(&r, raw);
+    cr_assert_eq(st_netfd_close(r.nfd), 0);
+    close(raw);
+}
+
+Test(io, timed_out_read_leaves_the_buffer_alone)
+{
+    struct io_reader r;
+    st_thread_t t;
+    int raw;
+
+    st_test_init();
+    t = io_start_reader(&r, st_test_socketpair_raw(&raw), 20000);
+    st_test_join(t);
+    cr_assert_eq(r.rc, -1);
+    cr_assert_eq(r.err, ETIME, "%s", strerror(r.err));
+    io_expect_buffer_untouched(&r, raw);
+    cr_assert_eq(st_netfd_close(r.nfd), 0);
+    close(raw);
+}
+
+Test(io, close_with_a_read_in_flight_is_ebusy)
+{
+    struct io_reader r;
+    st_thread_t t;
+    int raw;
+
+    st_test_init();
+    t = io_start_reader(&r, st_test_socketpair_raw(&raw), 1000000);
+    ST_ASSERT_FAILS(st_netfd_close(r.nfd), EBUSY);
+    cr_assert_eq(write(raw, "hi", 2), 2);
+    st_test_join(t);
+    cr_assert_eq(r.rc, 2, "%s", strerror(r.err));
+    cr_assert_eq(memcmp(r.buf, "hi", 2), 0);
+    cr_assert_eq(st_netfd_close(r.nfd), 0);
+    close(raw);
+}
+
+/* Data and an interrupt reach a blocked reader in the same cycle: nothing is lost. */
+Test(io, data_racing_an_interrupt_is_not_lost)
+{
+    enum { ROUNDS = 50 };
+    struct io_reader r;
+    st_thread_t t;
+    int raw;
+    int i;
+    int returned = 0;
+    st_netfd_t nfd;
+
+    st_test_init();
+    nfd = st_test_socketpair_raw(&raw);
+    for (i = 0; i < ROUNDS; i++) {
+        char again[32];
+
+        t = io_start_reader(&r, nfd, ST_UTIME_NO_TIMEOUT);
+        cr_assert_eq(write(raw, "abc", 3), 3);
+        st_thread_interrupt(t);
+        st_test_join(t);
+        if (r.rc == 3) {
+            returned++;
+            cr_assert_eq(memcmp(r.buf, "abc", 3), 0);
+            continue;
+        }
+        cr_assert_eq(r.rc, -1, "round %d: %zd", i, r.rc);
+        cr_assert_eq(r.err, EINTR, "round %d: %s", i, strerror(r.err));
+        cr_assert_eq(st_read(nfd, again, sizeof(again), 1000000), 3, "round %d: the data is gone",
+                     i);
+        cr_assert_eq(memcmp(again, "abc", 3), 0);
+    }
+    cr_assert_leq(returned, ROUNDS); /* either way is right; io_uring usually returns the data */
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(raw);
+}
+
+/* st_netfd_free with a reader inside: the reader fails with EBADF and lets go of the file. */
+Test(io, free_with_a_read_in_flight_fails_it_with_ebadf)
+{
+    struct io_reader r;
+    st_thread_t t;
+    int raw;
+    int osfd;
+    char c;
+
+    st_test_init();
+    t = io_start_reader(&r, st_test_socketpair_raw(&raw), 200000);
+    osfd = st_netfd_fileno(r.nfd);
+    st_netfd_free(r.nfd);
+    st_test_join(t);
+    cr_assert_eq(r.rc, -1);
+    cr_assert_eq(r.err, EBADF, "%s", strerror(r.err));
+    cr_assert_eq(close(osfd), 0);
+    /* Nothing holds the file any more: the peer sees the end of the stream. */
+    cr_assert_eq(read(raw, &c, 1), 0);
+    close(raw);
+}
+
+Test(io, read_of_a_reset_connection_is_econnreset)
+{
+    struct sockaddr_in sin;
+    struct linger hard = {.l_onoff = 1, .l_linger = 0};
+    unsigned short port;
+    st_netfd_t listener;
+    st_netfd_t server;
+    int client;
+    char buf[8];
+
+    st_test_init();
+    listener = st_test_listener(&port, 4);
+    client = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(client, 0);
+    st_test_loopback(&sin, port);
+    cr_assert_eq(connect(client, (struct sockaddr *)&sin, sizeof(sin)), 0, "%s", strerror(errno));
+    server = st_accept(listener, NULL, NULL, 1000000);
+    cr_assert_not_null(server, "%s", strerror(errno));
+    cr_assert(st_test_is_nonblocking(st_netfd_fileno(server)));
+    cr_assert_eq(write(client, "xy", 2), 2);
+    cr_assert_eq(st_read(server, buf, sizeof(buf), 1000000), 2);
+    cr_assert_eq(setsockopt(client, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard)), 0);
+    cr_assert_eq(close(client), 0);
+    ST_ASSERT_FAILS(st_read(server, buf, sizeof(buf), 1000000), ECONNRESET);
+    cr_assert_eq(st_netfd_close(server), 0);
+    cr_assert_eq(st_netfd_close(listener), 0);
+}

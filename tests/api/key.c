@@ -264,3 +264,93 @@ Test(key, setspecific2_sets_another_coroutine)
     cr_assert_eq(st_thread_setspecific2(st_thread_self(), k, &value), 0);
     cr_assert_eq(st_thread_getspecific(k), &value);
 }
+
+static void *set_every_key(void *arg)
+{
+    int n = *(int *)arg;
+
+    for (int k = 0; k < n; k++) {
+        cr_expect_eq(st_thread_setspecific(k, &slot_values[k % 3]), 0);
+    }
+    return NULL;
+}
+
+/* Returns the number of keys below *arg that do not read NULL. */
+static void *count_set_keys(void *arg)
+{
+    int n = *(int *)arg;
+    intptr_t set = 0;
+
+    for (int k = 0; k < n; k++) {
+        set += st_thread_getspecific(k) != NULL;
+    }
+    return (void *)set;
+}
+
+/* Sets only the last of *arg keys, then counts the others that do not read NULL. */
+static void *set_last_then_count(void *arg)
+{
+    int n = *(int *)arg;
+    int others = n - 1;
+
+    cr_expect_eq(st_thread_setspecific(n - 1, &slot_values[0]), 0);
+    return count_set_keys(&others);
+}
+
+Test(key, a_new_coroutine_on_a_reused_stack_starts_with_every_value_null)
+{
+    int n = 8;
+    void *ret = (void *)1;
+
+    st_test_init();
+    ndestroyed = 0;
+    for (int k = 0; k < n; k++) {
+        int key;
+        cr_assert_eq(st_key_create(&key, NULL), 0);
+    }
+    /* Same stack size, joined in between: the second takes the first's cached stack. */
+    st_test_run(set_every_key, &n);
+    cr_assert_eq(st_thread_join(st_thread_create(count_set_keys, &n, 1, 0), &ret), 0);
+    cr_assert_eq(ret, NULL, "a new coroutine saw %ld values of a finished one", (long)(intptr_t)ret);
+    /* Setting a later key first leaves the earlier ones NULL. */
+    st_test_run(set_every_key, &n);
+    cr_assert_eq(st_thread_join(st_thread_create(set_last_then_count, &n, 1, 0), &ret), 0);
+    cr_assert_eq(ret, NULL, "%ld earlier keys kept a finished coroutine's values",
+                 (long)(intptr_t)ret);
+}
+
+static void *values_of_later_keys(void *arg)
+{
+    (void)arg;
+    int first;
+    int later;
+
+    cr_expect_eq(st_key_create(&first, record_destroy), 0);
+    cr_expect_eq(st_thread_setspecific(first, &slot_values[0]), 0);
+    st_thread_yield();
+    /* Keys created since (by main) read NULL; setting the last leaves the others NULL. */
+    later = st_key_getlimit() - 1;
+    cr_expect_null(st_thread_getspecific(later));
+    cr_expect_eq(st_thread_setspecific(later, &slot_values[1]), 0);
+    for (int k = first + 1; k < later; k++) {
+        cr_expect_null(st_thread_getspecific(k), "key %d", k);
+    }
+    cr_expect_eq(st_thread_getspecific(first), &slot_values[0]);
+    cr_expect_eq(st_thread_getspecific(later), &slot_values[1]);
+    return NULL;
+}
+
+Test(key, keys_created_after_a_coroutine_read_null_in_it)
+{
+    st_test_init();
+    ndestroyed = 0;
+    st_thread_t t = st_test_spawn(values_of_later_keys, NULL);
+    st_thread_yield(); /* it creates key 0 and sets it */
+    int key;
+    do {
+        cr_assert_eq(st_key_create(&key, record_destroy), 0);
+    } while (key < st_key_getlimit() - 1);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    /* Both values it set were destroyed at its exit, nothing else. */
+    cr_assert_eq(ndestroyed, 2);
+}

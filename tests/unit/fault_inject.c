@@ -14,6 +14,7 @@
 #include "st_config.h"
 
 #if ST__HAVE_IO_URING
+#include "backend_uring.h"
 #include "liburing_api.h"
 #endif
 
@@ -187,8 +188,14 @@ static unsigned shim_peek_batch_cqe(struct io_uring *ring, struct io_uring_cqe *
     unsigned n = real_api.peek_batch_cqe(ring, cqes, count);
     for (unsigned i = 0; i < n; i++) {
         /* LIBURING_UDATA_TIMEOUT is also what the backend gives its POLL_REMOVEs. */
-        if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT && shim_fails(F_io_uring_cqe_res)) {
+        uint64_t data = cqes[i]->user_data;
+        if (data == LIBURING_UDATA_TIMEOUT) {
+            continue;
+        }
+        if (st__uring_udata_is_poll(data) && shim_fails(F_io_uring_cqe_res)) {
             cqes[i]->res = -faults[F_io_uring_cqe_res].err;
+        } else if (st__uring_udata_is_cancel(data) && shim_fails(F_io_uring_cancel_res)) {
+            cqes[i]->res = -faults[F_io_uring_cancel_res].err;
         }
     }
     return n;

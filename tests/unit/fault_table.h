@@ -89,6 +89,7 @@ FAULT_POINT(io_uring_queue_init_params) /* the scheduler's ring, in st_init */
 FAULT_POINT(io_uring_submit)
 FAULT_POINT(io_uring_submit_and_wait_timeout)
 FAULT_POINT(io_uring_cqe_res) /* rewrites the result of a poll completion the backend reads */
+FAULT_POINT(io_uring_cancel_res) /* rewrites the result of a cancellation's completion */
 
 #undef FAULT_WRAP
 #undef FAULT_WRAP_BY_HAND

@@ -51,7 +51,10 @@ long bench_map_count(void);
 /* A sysctl-style integer from /proc/sys, or -1. */
 long bench_proc_long(const char *path);
 
-/* CPU time a process has used, in nanoseconds (schedstat, else stat ticks), or -1. */
+/*
+ * CPU time a process has used, all its threads, in nanoseconds (schedstat,
+ * else stat ticks), or -1. Threads that have exited are not counted.
+ */
 long long bench_cpu_ns(pid_t pid);
 
 /* CPU time the whole machine has spent busy (all CPUs, /proc/stat, incl. steal), in ns, or -1. */
@@ -209,5 +212,17 @@ int bench_starve_enter(const struct bench_starve *s);
 
 /* Undo everything: kill the spinners, remove the cgroup (its process must be reaped). */
 void bench_starve_stop(struct bench_starve *s);
+
+/*
+ * peer.c: echo servers outside st_bench (tools/bench/peers/), named with
+ * `--peer NAME=PATH` and then used like the built-in servers.
+ */
+enum { BENCH_MAX_PEERS = 8 };
+int bench_peer_add(const char *spec); /* "NAME=PATH"; -1 (with a message) if malformed */
+int bench_peer_count(void);
+const char *bench_peer_name(int i);
+const char *bench_peer_find(const char *name); /* its PATH, or NULL */
+/* Run the peer with the listening socket as fd 3; returns (-1) only on failure. */
+int bench_peer_exec(const char *name, int lfd, bool once);
 
 #endif /* BENCH_H */

@@ -10,11 +10,14 @@
  * epoll too: every connection has exactly one request in flight (send 64
  * bytes, wait for all 64 back, check them, send again).
  *
+ * Servers from outside this program (libuv, Go, a liburing loop: peer.c)
+ * are run the same way and compared with the same plain epoll loop.
+ *
  * The driver (bench_echo) forks the server into its own process, pins the
  * two processes to different CPUs when there are two, opens the connections
  * (one blocking round trip each, so every one has been accepted), runs a
  * warm-up, then several measurement windows: requests per second and the
- * server's CPU time per request (from /proc/<pid>/schedstat). It alternates
+ * server's CPU time per request (from /proc/<pid>/schedstat, all threads). It alternates
  * the two servers over several rounds, so that a disturbance on a noisy
  * machine hits both alike, and reports medians over all windows.
  */
@@ -196,7 +199,11 @@ static int run_server(const char *server, int lfd)
     if (strcmp(server, "epoll") == 0 || strcmp(server, "epoll-drain") == 0) {
         return epoll_server(lfd, strcmp(server, "epoll-drain") == 0);
     }
-    fprintf(stderr, "bench: unknown server '%s' (st, st-io_uring, epoll or epoll-drain)\n",
+    if (bench_peer_find(server) != NULL) {
+        return bench_peer_exec(server, lfd, serve_once);
+    }
+    fprintf(stderr,
+            "bench: unknown server '%s' (st, st-io_uring, epoll, epoll-drain or a --peer)\n",
             server);
     return -1;
 }
@@ -568,11 +575,15 @@ static void report_st_vs_drain(const struct echo_params *p, const struct window 
 
 int bench_echo(const struct echo_params *p)
 {
-    /* st-io_uring is measured when asked for by name: it is an extension. */
-    static const char *const names[] = {"epoll", "st", "st-io_uring", "epoll-drain"};
-    enum { SERVERS = sizeof(names) / sizeof(names[0]), ST = 1, DRAIN = 3 };
-    struct window w[SERVERS][MAX_WINDOWS];
-    int n[SERVERS] = {0};
+    /* st-io_uring is measured when asked for by name: it is an extension. The peers follow. */
+    enum { BUILTIN = 4, ST = 1, DRAIN = 3, MAX_SERVERS = BUILTIN + BENCH_MAX_PEERS };
+    const char *names[MAX_SERVERS] = {"epoll", "st", "st-io_uring", "epoll-drain"};
+    size_t servers = BUILTIN;
+    for (int i = 0; i < bench_peer_count(); i++) {
+        names[servers++] = bench_peer_name(i);
+    }
+    struct window w[MAX_SERVERS][MAX_WINDOWS];
+    int n[MAX_SERVERS] = {0};
     long limit = bench_raise_fd_limit();
     struct echo_cpus cpus = {bench_cpu(0), bench_cpu(1)};
     if (cpus.client < 0) {
@@ -587,7 +598,7 @@ int bench_echo(const struct echo_params *p)
         return -1;
     }
     for (int r = 0; r < p->rounds; r++) {
-        for (size_t s = 0; s < SERVERS; s++) {
+        for (size_t s = 0; s < servers; s++) {
             if (!bench_server_wanted(p->servers, names[s])) {
                 continue;
             }
@@ -597,7 +608,7 @@ int bench_echo(const struct echo_params *p)
             n[s] += p->windows;
         }
     }
-    for (size_t s = 0; s < SERVERS; s++) {
+    for (size_t s = 0; s < servers; s++) {
         if (n[s] > 0) {
             report_echo(p, names[s], w[s], n[s], cpus.client >= 0);
         }

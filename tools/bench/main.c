@@ -20,6 +20,9 @@
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
+ * echo and serve also take --peer NAME=PATH (repeatable): an echo server from
+ * outside this program (tools/bench/peers/), then a server name like the others.
+ *
  * Results are RESULT/NOTE lines on stdout (see bench.h); run.sh tabulates.
  */
 #include <stdio.h>
@@ -99,7 +102,8 @@ static void usage(void)
             "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
             "           [--limit S] [--repeat N] [--warm]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
-            "  client --port P --requests N [--conns N] [--gap-us N]\n");
+            "  client --port P --requests N [--conns N] [--gap-us N]\n"
+            "  echo and serve: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
 }
 
 static int parse_seconds(const char *s, double *out)
@@ -152,6 +156,8 @@ static int parse_option(struct options *o, const char *name, const char *value)
         o->scale.only = value;
     } else if (strcmp(name, "--server") == 0) {
         o->server = value;
+    } else if (strcmp(name, "--peer") == 0) {
+        return bench_peer_add(value);
     } else if (strcmp(name, "--conns") == 0) {
         o->conns = value;
     } else if (strcmp(name, "--warmup") == 0) {

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The benchmark suite of st, end to end (docs/performance.md):
 #
-#   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory] [--no-fairness]
+#   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness]
 #
 # 1. configures and builds two release builds (gcc -O2): build-bench/ with
 #    the default options (guard pages on) and build-bench-noguard/ with
 #    -Dguard_pages=false, and builds tools/bench/st_bench in each;
 # 2. runs every group of st_bench: micro (raw switch, cond ping-pong, yield,
 #    create+join cached and free), the timeout-heap test (1000 and 100 000
-#    sleepers), loopback echo (st and plain epoll at 1, 100, 1000 and 10 000
-#    connections), fairness under CPU starvation (first-byte latency of 500
-#    and 1000 connections opened at once to a streaming server held to 5% of
-#    a CPU: st, a plain epoll loop, and that loop in State Threads' order),
-#    memory per idle coroutine (readers and sleepers, 16 KiB and 128 KiB
-#    stacks, with and without guard pages), callgrind instruction counts per
-#    switch and per echo round trip, and (with perf) system calls per echo
-#    request;
+#    sleepers), loopback echo (st on epoll and on io_uring, the plain epoll
+#    loop and the peers of tools/bench/peers.sh, libuv, Go and a liburing
+#    loop, at 1, 100, 1000 and 10 000 connections), fairness under CPU
+#    starvation (first-byte latency of 500 and 1000 connections opened at
+#    once to a streaming server held to 5% of a CPU: st, a plain epoll loop,
+#    and that loop in State Threads' order), memory per idle coroutine
+#    (readers and sleepers, 16 KiB and 128 KiB stacks, with and without
+#    guard pages), callgrind instruction counts per switch and per echo
+#    round trip, and (with perf) system calls per echo request;
 # 3. prints one table: every figure and its ratio to the floor (the raw
 #    switch) or to the epoll baseline;
 # 4. writes build-bench/results.txt (raw RESULT/NOTE lines), build-bench/
@@ -28,13 +29,16 @@
 # fairness group's server then runs at SCHED_FIFO too, with a real-time
 # budget (cgroup v1 cpu.rt_runtime_us) instead of a CFS quota.
 #
+# --no-peers leaves out the peers (and installing their packages).
+#
 # The fairness group creates a cgroup (or busy processes) to starve its
 # server and removes it when done; the exit trap below also removes any a
 # killed run left (st_bench_starve.<pid> under the cgroup mounts).
+# --no-fairness leaves the group out.
 #
-# About two and a half minutes on two quiet cores. Environment: ST_BENCH_BUILD_DIR
-# (default build-bench; the second build is that name with -noguard), CC
-# (default gcc).
+# About two and a half minutes on two quiet cores, and two more with the
+# peers. Environment: ST_BENCH_BUILD_DIR (default build-bench; the second
+# build is that name with -noguard), CC (default gcc).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -44,16 +48,18 @@ BUILD=${ST_BENCH_BUILD_DIR:-build-bench}
 NOGUARD=$BUILD-noguard
 CALLGRIND=1
 MEMORY=1
+PEERS=1
 FAIRNESS=1
 RT=0
 for arg in "$@"; do
     case $arg in
         --no-callgrind) CALLGRIND=0 ;;
         --no-memory) MEMORY=0 ;;
+        --no-peers) PEERS=0 ;;
         --no-fairness) FAIRNESS=0 ;;
         --rt) RT=1 ;;
         *)
-            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-fairness]" >&2
+            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness]" >&2
             exit 2
             ;;
     esac
@@ -124,6 +130,9 @@ if ((!RT)) && awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
     say "warning: load average $load1: other work is running, timings will be noisy (see --rt)"
 fi
 
+# The peers: sets PEER_NAMES, PEER_LIST and PEER_ARGS (--peer NAME=PROGRAM for st_bench).
+source tools/bench/peers.sh
+
 # Run one group, keeping its RESULT/NOTE lines; a failure is recorded, not fatal.
 group() {
     local what=$1
@@ -148,10 +157,10 @@ else
     tee -a "$OUT" <"$TMP/heap" | sed 's/^/    /' >&2
 fi
 # epoll-drain is the epoll loop reading until EAGAIN: the system calls st makes.
-group "loopback echo, st and plain epoll" "$B" echo --server epoll,st,epoll-drain \
-    --conns 1,100,1000,10000
-# The io_uring backend (an extension); its ratios refer to the epoll loop above.
-group "loopback echo, st on io_uring" "$B" echo --server st-io_uring --conns 100,1000
+# st-io_uring is st on its io_uring backend (an extension); the peers follow.
+# All alternate in the same rounds, and every ratio is to the plain epoll loop.
+group "loopback echo: st, plain epoll, st on io_uring, peers" "$B" echo \
+    --server "epoll,st,epoll-drain,st-io_uring$PEER_LIST" "${PEER_ARGS[@]}" --conns 1,100,1000,10000
 # A burst of new connections to a streaming server that gets 5% of a CPU:
 # how long each waits for its first byte, st against the plain epoll loop
 # and against that loop in State Threads' order (deadlines before I/O).
@@ -197,7 +206,8 @@ echo_under() {
     local server=$1 conns=$2 n=$3 gap=$4 port=
     shift 4
     rm -f "$TMP/serve.out" # the previous run's port must not be read
-    "$@" "$B" serve --server "$server" --once >"$TMP/serve.out" 2>"$TMP/serve.log" &
+    "$@" "$B" serve --server "$server" "${PEER_ARGS[@]}" --once >"$TMP/serve.out" \
+        2>"$TMP/serve.log" &
     server_pid=$!
     for _ in $(seq 300); do
         port=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$TMP/serve.out" 2>/dev/null)
@@ -249,7 +259,7 @@ fi
 # System calls of the server per request under load, natively, counted by
 # perf's syscall tracepoints (exact counts, little overhead): the difference
 # of two runs of different lengths over the difference in requests.
-SYSCALLS=(read write epoll_wait epoll_ctl)
+SYSCALLS=(read write epoll_wait epoll_ctl epoll_pwait io_uring_enter futex)
 sys_events() {
     local name list=raw_syscalls:sys_enter
     for name in "${SYSCALLS[@]}"; do list+=",syscalls:sys_enter_$name"; done
@@ -266,7 +276,7 @@ sys_echo() {
         $1 ~ /^[0-9]+$/ { n = split($3, e, ":"); c[e[n]] += (file == 1 ? $1 : -$1) }
         END {
             printf "%.2f\n", c["sys_enter"] / d
-            for (k in c) if (k != "sys_enter") printf " %s %.2f", substr(k, 11), c[k] / d
+            for (k in c) if (k != "sys_enter" && c[k] != 0) printf " %s %.2f", substr(k, 11), c[k] / d
             printf "\n"
         }' "$TMP/sys.$server.$conns.$long" "$TMP/sys.$server.$conns.$short"
 }
@@ -277,10 +287,10 @@ if perf stat -x, -e raw_syscalls:sys_enter -o /dev/null true >/dev/null 2>&1; th
         for conns in 1 100 1000 10000; do
             long=60000 short=20000
             if ((conns == 1)); then long=6000 short=2000; fi
-            for server in epoll st; do
+            for server in epoll st st-io_uring "${PEER_NAMES[@]}"; do
                 if sys=$(sys_echo "$server" "$conns" "$long" "$short"); then
                     base=-
-                    [[ $server == st ]] && base=sys_epoll_$conns
+                    [[ $server != epoll ]] && base=sys_epoll_$conns
                     echo "RESULT sys_${server}_$conns $(head -n 1 <<<"$sys") calls $base" \
                         "syscalls/request, $server, $conns conn"
                     echo "NOTE sys_${server}_$conns per request:$(tail -n 1 <<<"$sys")"
@@ -323,7 +333,7 @@ END {
         print line
     }
     print ""
-    print "ratio: to the raw switch (the floor) for times; st/epoll for echo, callgrind echo and syscalls."
+    print "ratio: to the raw switch (the floor) for times; server/epoll for echo, callgrind echo and syscalls."
     for (i = 1; i <= nn; i++) {
         print "note: " notes[i]
         if (match(notes[i], /everything else [0-9]+%/)) {

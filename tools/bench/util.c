@@ -1,5 +1,6 @@
 /* Helpers shared by the benchmark groups: time, statistics, /proc, CPUs, output. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -136,19 +137,47 @@ static long long stat_cpu_ns(pid_t pid)
     return (long long)(ticks * (1000000000ULL / (unsigned long long)(hz > 0 ? hz : 100)));
 }
 
-long long bench_cpu_ns(pid_t pid)
+/* The first field of a schedstat file (time on the CPU, ns) added to *sum; -1 if unreadable. */
+static int add_schedstat(const char *path, unsigned long long *sum)
 {
-    char path[64];
     char line[128];
     char *end = NULL;
-    (void)snprintf(path, sizeof path, "/proc/%ld/schedstat", (long)pid);
-    if (read_line(path, line, sizeof line) == 0) {
-        unsigned long long ns = strtoull(line, &end, 10);
-        if (end != line) {
-            return (long long)ns;
-        }
+    if (read_line(path, line, sizeof line) != 0) {
+        return -1;
     }
-    return stat_cpu_ns(pid);
+    unsigned long long ns = strtoull(line, &end, 10);
+    if (end == line) {
+        return -1;
+    }
+    *sum += ns;
+    return 0;
+}
+
+/*
+ * /proc/<pid>/schedstat is the main thread's alone: a server with threads
+ * of its own (Go's runtime, io_uring's workers) is summed over
+ * /proc/<pid>/task/<tid>/schedstat.
+ */
+long long bench_cpu_ns(pid_t pid)
+{
+    char path[96];
+    unsigned long long sum = 0;
+    int threads = 0;
+    (void)snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+    DIR *dir = opendir(path);
+    if (dir != NULL) {
+        const struct dirent *e = NULL;
+        while ((e = readdir(dir)) != NULL) {
+            if (e->d_name[0] == '.') {
+                continue;
+            }
+            (void)snprintf(path, sizeof path, "/proc/%ld/task/%.16s/schedstat", (long)pid,
+                           e->d_name);
+            threads += add_schedstat(path, &sum) == 0;
+        }
+        (void)closedir(dir);
+    }
+    return threads > 0 ? (long long)sum : stat_cpu_ns(pid);
 }
 
 long long bench_machine_busy_ns(void)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Stage abi: a release build of the library in BUILD/release-abi exports
-# nothing but st_* symbols (group symbols, one check); installed into
+# nothing but st_* symbols (group symbols, one check), and one with
+# -Ddebug_stats=true adds just State Threads' counters, as TLS (group
+# debug-stats, one check); installed into
 # BUILD/stage, it builds a State Threads program through pkg-config, with
 # libst.so and with libst.a (groups link-shared and link-static, one check
 # each).
@@ -40,6 +42,52 @@ if meson setup "$abi" --buildtype=release -Dtests=disabled --prefix "$stage" \
 else
     tail -n 20 "$LOGS/release-abi.log" || true
     record symbols 0 1 "could not build $so (log: $LOGS/release-abi.log)"
+fi
+
+# With -Ddebug_stats=true the library also exports State Threads'
+# DEBUG_STATS counters, under State Threads' names, as thread-local data
+# (SRS declares them `extern __thread`), from libst.so and libst.a alike,
+# and still nothing else besides st_*.
+step "debug_stats: the counters, exported as TLS (release build in $BUILD/release-stats)"
+stats_build="$BUILD/release-stats"
+stats_syms="_st_active_count _st_num_free_stacks"
+for name in recvfrom sendto read readv writev recvmsg sendmsg; do
+    stats_syms+=" _st_stat_$name _st_stat_${name}_eagain"
+done
+for name in epoll epoll_zero epoll_shake epoll_spin sched_15ms sched_20ms sched_25ms sched_30ms \
+    sched_35ms sched_40ms sched_80ms sched_160ms sched_s thread_run thread_idle thread_yield \
+    thread_yield2; do
+    stats_syms+=" _st_stat_$name"
+done
+# stats_check FILE READELF-OPTION: the counters missing or not TLS, and the
+# other default-visibility globals that are not st_*, one a line.
+stats_check() {
+    local defined
+    defined=$(readelf -W "$2" "$1" | awk '$5 == "GLOBAL" && $6 == "DEFAULT" && $7 != "UND" {
+        print $4, $8 }' | sort -u)
+    for sym in $stats_syms; do
+        grep -qx "TLS $sym" <<<"$defined" || echo "missing or not TLS: $sym"
+    done
+    awk '{ print $2 }' <<<"$defined" | grep -Ev '^(st_[A-Za-z0-9_]+|_init|_fini|_edata|_end|__bss_start)$' |
+        grep -vxF -f <(tr ' ' '\n' <<<"$stats_syms") | sed 's/^/not st_* nor a counter: /' || true
+}
+rm -rf "$stats_build"
+if meson setup "$stats_build" --buildtype=release -Dtests=disabled -Ddebug_stats=true \
+    >"$LOGS/release-stats.log" 2>&1 &&
+    meson compile -C "$stats_build" st:shared_library st:static_library \
+        >>"$LOGS/release-stats.log" 2>&1; then
+    bad=$(stats_check "$stats_build/libst.so" --dyn-syms; stats_check "$stats_build/libst.a" --syms)
+    n_stats=$(wc -w <<<"$stats_syms")
+    if [[ -n $bad ]]; then
+        awk '{ print "  " $0 }' <<<"$bad"
+        record debug-stats 0 1 "$(wc -l <<<"$bad") problems with the debug_stats exports"
+    else
+        echo "libst.so and libst.a: the $n_stats counters as TLS, nothing else besides st_*"
+        record debug-stats 1 0 "$n_stats counters exported as TLS from libst.so and libst.a"
+    fi
+else
+    tail -n 20 "$LOGS/release-stats.log" || true
+    record debug-stats 0 1 "could not build the debug_stats library (log: $LOGS/release-stats.log)"
 fi
 
 # A State Threads program builds unchanged against the installed library:

@@ -17,30 +17,8 @@
 # exits 0 only if all passed. Logs stay in WORKDIR (default: a temporary
 # directory, removed at the end unless a check failed).
 set -uo pipefail
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
-if [[ $# -ge 1 ]]; then
-    WORK=$1
-    rm -rf "$WORK"
-    mkdir -p "$WORK"
-    WORK=$(cd "$WORK" && pwd -P)
-    keep=1
-else
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/st-consumer.XXXXXX")
-    keep=0
-fi
-failed=0
-passed=0
-
-pass() { echo "PASS $1: $2"; passed=$((passed + 1)); }
-fail() {
-    echo "FAIL $1: $2"
-    failed=$((failed + 1))
-    if [[ -n ${3:-} && -f $3 ]]; then tail -n 20 "$3" | sed 's/^/    /'; fi
-}
-run_ok() {   # run_ok PROGRAM LOG: runs it and checks that it prints "ok"
-    "$1" >"$2" 2>&1 && grep -q '^ok' "$2"
-}
+# shellcheck source=tools/ci/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 # ---------------------------------------------------------------------------
 # 1. The Meson consumer, through the wrap.
@@ -57,7 +35,7 @@ elif ! grep -q 'Executing subproject st' "$log"; then
     fail meson "dependency('st') was not resolved through subprojects/st.wrap" "$log"
 elif ! meson compile -C "$WORK/consumer-build" consumer >>"$log" 2>&1; then
     fail meson "tests/consumer did not build" "$log"
-elif ! run_ok "$WORK/consumer-build/consumer" "$WORK/meson-run.log"; then
+elif ! run_ok "$WORK/meson-run.log" "$WORK/consumer-build/consumer"; then
     fail meson "the consumer program failed" "$WORK/meson-run.log"
 else
     pass meson "tests/consumer built with dependency('st') from subprojects/st.wrap: $(head -n 1 "$WORK/meson-run.log")"
@@ -98,7 +76,7 @@ else
         fail pkgconfig-shared "cc \$(pkg-config --cflags --libs st) failed" "$log"
     elif ! grep -q "$libdir/libst.so.1" <<<"$(ldd "$exe")"; then
         fail pkgconfig-shared "the program does not load $libdir/libst.so.1"
-    elif ! run_ok "$exe" "$WORK/pkgconfig-shared-run.log"; then
+    elif ! run_ok "$WORK/pkgconfig-shared-run.log" "$exe"; then
         fail pkgconfig-shared "the program failed" "$WORK/pkgconfig-shared-run.log"
     else
         pass pkgconfig-shared "main.c built with pkg-config st against the installed libst.so.1"
@@ -112,17 +90,11 @@ else
         fail pkgconfig-static "cc -static \$(pkg-config --static --cflags --libs st) failed" "$log"
     elif ldd "$exe" >/dev/null 2>&1; then
         fail pkgconfig-static "the program is not statically linked"
-    elif ! run_ok "$exe" "$WORK/pkgconfig-static-run.log"; then
+    elif ! run_ok "$WORK/pkgconfig-static-run.log" "$exe"; then
         fail pkgconfig-static "the program failed" "$WORK/pkgconfig-static-run.log"
     else
         pass pkgconfig-static "main.c built with pkg-config --static st against the installed libst.a"
     fi
 fi
 
-if ((failed > 0)); then
-    echo "consumer_check: FAIL ($failed of $((passed + failed)) checks failed; logs in $WORK)"
-    exit 1
-fi
-if ((keep == 0)); then rm -rf "$WORK"; fi
-echo "consumer_check: PASS ($passed checks)"
-exit 0
+check_finish

@@ -4,13 +4,17 @@
 #   tools/ci/deps.sh          everything: build, tests, coverage, clang-tidy and
 #                          the cross toolchains with qemu-user (tools/cross/run.sh)
 #   tools/ci/deps.sh build    only what building the library and tools needs
+#                          (make: for the Makefile, ST's make interface)
+#   tools/ci/deps.sh bench    build, plus the benchmark's peers (tools/bench/peers.sh):
+#                          libuv and Go; tools/test.sh never needs them
 #
 # Run as root it installs what is missing (apt-get update first, only then);
 # run as another user it prints the apt-get line to run and exits 1.
 # With everything present it only asks dpkg, and takes well under a second.
 set -euo pipefail
 
-build_pkgs=(gcc meson ninja-build pkg-config python3 liburing-dev)
+build_pkgs=(gcc make meson ninja-build pkg-config python3 liburing-dev)
+bench_pkgs=(libuv1-dev golang-go)
 test_pkgs=(g++ libcriterion-dev lcov gcovr clang libclang-rt-14-dev clang-tidy binutils valgrind gdb curl wrk)
 # tools/cross/run.sh: one gcc per foreign CPU, its C library (only a
 # Recommends of the compiler, so never installed by --no-install-recommends
@@ -31,9 +35,10 @@ cross_pkgs=(
 
 case "${1:-all}" in
     build) wanted=("${build_pkgs[@]}") ;;
+    bench) wanted=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
     all | test) wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${cross_pkgs[@]}") ;;
     *)
-        echo "usage: $0 [build|all]" >&2
+        echo "usage: $0 [build|bench|all]" >&2
         exit 2
         ;;
 esac

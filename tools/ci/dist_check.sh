@@ -20,45 +20,20 @@
 # directory, removed at the end unless a check failed).
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
-REPO=$ROOT
+REPO=
 if [[ ${1:-} == -r ]]; then
     REPO=$(cd "$2" && pwd -P)
     shift 2
 fi
-if [[ $# -ge 1 ]]; then
-    WORK=$1
-    rm -rf "$WORK"
-    mkdir -p "$WORK"
-    WORK=$(cd "$WORK" && pwd -P)
-    keep=1
-else
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/st-dist.XXXXXX")
-    keep=0
-fi
-JOBS=$(nproc 2>/dev/null || echo 2)
-failed=0
-passed=0
+CHECK_LOG_LINES=25
+# shellcheck source=tools/ci/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
+REPO=${REPO:-$ROOT}
 
-pass() { echo "PASS $1: $2"; passed=$((passed + 1)); }
-fail() {
-    echo "FAIL $1: $2"
-    failed=$((failed + 1))
-    if [[ -n ${3:-} && -f $3 ]]; then tail -n 25 "$3" | sed 's/^/    /'; fi
-}
-finish() {
-    if ((failed > 0)); then
-        echo "dist_check: FAIL ($failed of $((passed + failed)) checks failed; logs in $WORK)"
-        exit 1
-    fi
-    if ((keep == 0)); then rm -rf "$WORK"; fi
-    echo "dist_check: PASS ($passed checks)"
-    exit 0
-}
 skip_rest() {   # the checks that cannot run after an earlier failure
     local c
     for c in "$@"; do fail "$c" "not run: an earlier step failed"; done
-    finish
+    check_finish
 }
 
 if [[ -n $(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
@@ -113,7 +88,7 @@ log="$WORK/install.log"
 stage="$WORK/stage"
 if ! DESTDIR="$stage" meson install -C "$build" --no-rebuild >"$log" 2>&1; then
     fail install "DESTDIR=$stage meson install failed" "$log"
-    finish
+    check_finish
 fi
 # The installation directories as configured (absolute, or relative to prefix).
 read -r _prefix includedir libdir mandir < <(meson introspect "$build" --buildoptions | python3 -c '
@@ -151,4 +126,4 @@ if ((${#problems[@]} > 0)); then
 else
     pass install "DESTDIR layout: st.h, libst.a, libst.so -> libst.so.1 -> libst.so.$version (SONAME libst.so.1), st.pc $version, $n_pages man pages"
 fi
-finish
+check_finish

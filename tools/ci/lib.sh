@@ -129,6 +129,25 @@ count_tests() {   # count_tests NAME TESTLOG MESON_EXIT_STATUS
     fi
 }
 
+# Runs tools/ci/NAME.sh, a script that prints one "PASS <check>: ..." or
+# "FAIL <check>: ..." line per check, with the work directory BUILD/NAME,
+# and records its lines as the group NAME (log: LOGS/NAME.log). A script
+# that prints no such line, or fails without a FAIL line, counts as one
+# failed check.
+record_check_script() {   # record_check_script NAME
+    local name=$1 log="$LOGS/$1.log" rc=0 n_pass n_fail
+    bash "tools/ci/$name.sh" "$BUILD/$name" 2>&1 | tee "$log" || rc=$?
+    n_pass=$(grep -c '^PASS ' "$log" || true)
+    n_fail=$(grep -c '^FAIL ' "$log" || true)
+    if ((n_pass + n_fail == 0)); then
+        record "$name" 0 1 "tools/ci/$name.sh printed no PASS/FAIL line (log: $log)"
+    elif ((rc != 0 && n_fail == 0)); then
+        record "$name" "$n_pass" 1 "tools/ci/$name.sh exited with $rc after $n_pass passed checks (log: $log)"
+    else
+        record "$name" "$n_pass" "$n_fail" "one check per PASS/FAIL line (log: $log)"
+    fi
+}
+
 # A fresh build of its own for a dynamic analysis tool (see
 # docs/debugging.md). A configure or compile failure counts as one failed
 # check of the group.

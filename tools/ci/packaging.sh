@@ -13,16 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 stage_begin
 
 step "packaging: Meson wrap and pkg-config consumers, meson dist"
-for pk in consumer_check dist_check; do
-    pk_log="$LOGS/$pk.log"
-    bash "tools/ci/$pk.sh" "$BUILD/$pk" 2>&1 | tee "$pk_log" || true
-    pk_pass=$(grep -c '^PASS ' "$pk_log" || true)
-    pk_fail=$(grep -c '^FAIL ' "$pk_log" || true)
-    if ((pk_pass + pk_fail == 0)); then
-        record "$pk" 0 1 "tools/ci/$pk.sh printed no PASS/FAIL line (log: $pk_log)"
-    else
-        record "$pk" "$pk_pass" "$pk_fail" "one check per PASS/FAIL line (log: $pk_log)"
-    fi
-done
+record_check_script consumer_check
+record_check_script dist_check
 
 stage_summary

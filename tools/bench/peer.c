@@ -1,0 +1,111 @@
+/*
+ * Echo servers from outside st_bench ("peers": libuv, Go, a hand-written
+ * liburing loop; tools/bench/peers/), run by the echo driver and by `serve`
+ * like the built-in servers, so that they get the same client, the same CPU
+ * pinning and the same measurement.
+ *
+ * `--peer NAME=PATH` names one. In the server's process (the forked child
+ * of the driver, or `serve` itself) the listening socket is moved to fd 3
+ * and PATH is executed, with `--once` when the server is to exit after its
+ * first connection ends. tools/bench/peers/README.md describes what such a
+ * program must do.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+enum {
+    LISTEN_FD = 3, /* where a peer finds its listening socket */
+    NAME_MAX_LEN = 32,
+};
+
+struct peer {
+    char name[NAME_MAX_LEN];
+    const char *path;
+};
+
+static struct peer peers[BENCH_MAX_PEERS];
+static int npeers;
+
+static bool builtin(const char *name)
+{
+    static const char *const names[] = {"epoll", "st", "st-io_uring", "epoll-drain", "both", "all"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(names[i], name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int bench_peer_add(const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    size_t len = eq != NULL ? (size_t)(eq - spec) : 0;
+    if (len == 0 || len >= NAME_MAX_LEN || eq[1] == '\0' || strcspn(spec, ",") < len) {
+        fprintf(stderr, "st_bench: --peer wants NAME=PATH (a name without commas), not '%s'\n",
+                spec);
+        return -1;
+    }
+    if (npeers == BENCH_MAX_PEERS) {
+        fprintf(stderr, "st_bench: at most %d peers\n", BENCH_MAX_PEERS);
+        return -1;
+    }
+    struct peer *p = &peers[npeers];
+    memcpy(p->name, spec, len);
+    p->name[len] = '\0';
+    p->path = eq + 1;
+    if (builtin(p->name) || bench_peer_find(p->name) != NULL) {
+        fprintf(stderr, "st_bench: peer name '%s' is taken\n", p->name);
+        return -1;
+    }
+    npeers++;
+    return 0;
+}
+
+int bench_peer_count(void)
+{
+    return npeers;
+}
+
+const char *bench_peer_name(int i)
+{
+    return i >= 0 && i < npeers ? peers[i].name : NULL;
+}
+
+const char *bench_peer_find(const char *name)
+{
+    for (int i = 0; i < npeers; i++) {
+        if (strcmp(peers[i].name, name) == 0) {
+            return peers[i].path;
+        }
+    }
+    return NULL;
+}
+
+int bench_peer_exec(const char *name, int lfd, bool once)
+{
+    const char *path = bench_peer_find(name);
+    if (path == NULL) {
+        errno = ENOENT;
+        return -1;
+    }
+    /* dup2 leaves the copy without FD_CLOEXEC; a socket already at fd 3 loses it here. */
+    int moved = lfd == LISTEN_FD ? fcntl(lfd, F_SETFD, 0)
+                                 : (dup2(lfd, LISTEN_FD) == LISTEN_FD ? close(lfd) : -1);
+    if (moved != 0) {
+        perror("bench: peer: moving the listening socket to fd 3");
+        return -1;
+    }
+    /* The driver's output is line-buffered; nothing may be left to print twice. */
+    (void)fflush(stdout);
+    (void)fflush(stderr);
+    char *argv[] = {(char *)path, once ? "--once" : NULL, NULL};
+    (void)execv(path, argv);
+    fprintf(stderr, "bench: peer %s: cannot run %s: %s\n", name, path, strerror(errno));
+    return -1;
+}
