@@ -42,6 +42,10 @@ double bench_cpu_now(void);
 /* Median of `n` values (reorders them). */
 double bench_median(double *values, int n);
 
+/* Median of the double at `offset` in each of `n` items of `size` bytes (at most BENCH_MAX_SAMPLES). */
+enum { BENCH_MAX_SAMPLES = 64 };
+double bench_median_field(const void *items, size_t size, int n, size_t offset);
+
 /* Resident set and page-table size of this process in KiB (VmRSS, VmPTE), or -1. */
 long bench_vm_kib(const char *field);
 
@@ -112,6 +116,15 @@ long bench_parse_long(const char *s);
 /* A small deterministic PRNG (xorshift64*), so runs repeat exactly. */
 unsigned long long bench_random(unsigned long long *state);
 
+/* fork() with stdout and stderr flushed first; says why on failure (-1). */
+pid_t bench_fork(void);
+
+/* A server child tells its parent it accepts: one byte down the pipe `fd`, which it closes. */
+void bench_say_ready(int fd);
+
+/* SIGKILL a child and reap it. */
+void bench_stop_child(pid_t pid);
+
 /*
  * Run `fn(arg)` in a child process and wait for it, so that every group
  * starts from a fresh process (fresh st scheduler, clean RSS). Returns the
@@ -147,6 +160,15 @@ struct echo_params {
     int rounds;
 };
 int bench_echo(const struct echo_params *params);
+
+/*
+ * echo.c: the st server's frame: st_init with `eventsys`, then a listener
+ * looping st_accept + st_thread_create(connection, netfd) (TCP_NODELAY on
+ * each with `nodelay`); writes a byte to `ready_fd` (closing it) once it
+ * accepts, unless it is -1. Returns only on failure.
+ */
+int bench_st_serve(int lfd, int eventsys, void *(*connection)(void *fd), bool nodelay,
+                   int ready_fd);
 
 /* echo.c: a standalone server; prints `port <n>`. `once`: exit when the first connection ends. */
 int bench_serve(const char *server, long port, bool once);

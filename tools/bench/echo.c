@@ -67,7 +67,8 @@ static void *st_connection(void *arg)
     return NULL;
 }
 
-static int st_server(int lfd, int eventsys)
+int bench_st_serve(int lfd, int eventsys, void *(*connection)(void *fd), bool nodelay,
+                   int ready_fd)
 {
     if (st_set_eventsys(eventsys) != 0) {
         perror("bench: st_set_eventsys");
@@ -82,6 +83,9 @@ static int st_server(int lfd, int eventsys)
         perror("bench: st_netfd_open_socket");
         return -1;
     }
+    if (ready_fd >= 0) {
+        bench_say_ready(ready_fd);
+    }
     for (;;) {
         st_netfd_t fd = st_accept(listener, NULL, NULL, ST_UTIME_NO_TIMEOUT);
         if (fd == NULL) {
@@ -89,12 +93,19 @@ static int st_server(int lfd, int eventsys)
             (void)st_usleep(10000);
             continue;
         }
-        bench_set_nodelay(st_netfd_fileno(fd));
-        if (st_thread_create(st_connection, fd, 0, 0) == NULL) {
+        if (nodelay) {
+            bench_set_nodelay(st_netfd_fileno(fd));
+        }
+        if (st_thread_create(connection, fd, 0, 0) == NULL) {
             perror("bench: st_thread_create");
             (void)st_netfd_close(fd);
         }
     }
+}
+
+static int st_server(int lfd, int eventsys)
+{
+    return bench_st_serve(lfd, eventsys, st_connection, true, -1);
 }
 
 /* ---- the plain epoll server --------------------------------------------------------------- */
@@ -458,18 +469,14 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
 {
     struct client cl;
     unsigned port = 0;
-    int status = 0;
     int rc = -1;
     int lfd = bench_listen_loopback(0, SOMAXCONN, &port);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;
     }
-    (void)fflush(stdout);
-    (void)fflush(stderr);
-    pid_t server = fork();
+    pid_t server = bench_fork();
     if (server < 0) {
-        perror("bench: fork");
         (void)close(lfd);
         return -1;
     }
@@ -490,8 +497,7 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
         }
     }
     /* The server closes first, so the TIME_WAIT entries are on its fresh port. */
-    (void)kill(server, SIGKILL);
-    (void)waitpid(server, &status, 0);
+    bench_stop_child(server);
     client_close(&cl);
     if (rc != 0) {
         fprintf(stderr, "bench: echo %s with %ld connections failed\n", name, p->conns);
@@ -501,11 +507,7 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
 
 static double median_of(const struct window *w, int n, size_t offset)
 {
-    double values[MAX_WINDOWS];
-    for (int k = 0; k < n; k++) {
-        values[k] = *(const double *)(const void *)((const char *)&w[k] + offset);
-    }
-    return bench_median(values, n);
+    return bench_median_field(w, sizeof *w, n, offset);
 }
 
 /*

@@ -109,16 +109,6 @@ static bool request_complete(const char *buf, size_t len)
     return len == REQUEST_MAX || (len >= 4 && memcmp(buf + len - 4, "\r\n\r\n", 4) == 0);
 }
 
-/* Tell the driver the server is ready to accept. */
-static void say_ready(int fd)
-{
-    char c = 'r';
-    if (write(fd, &c, 1) != 1) {
-        perror("bench: ready pipe");
-    }
-    (void)close(fd);
-}
-
 /* ---- the st server ------------------------------------------------------------------ */
 
 static void *st_player(void *arg)
@@ -144,28 +134,7 @@ static void *st_player(void *arg)
 
 static int st_fair_server(int lfd, int eventsys, int ready_fd)
 {
-    if (st_set_eventsys(eventsys) != 0 || st_init() != 0) {
-        perror("bench: st_init");
-        return -1;
-    }
-    st_netfd_t listener = st_netfd_open_socket(lfd);
-    if (listener == NULL) {
-        perror("bench: st_netfd_open_socket");
-        return -1;
-    }
-    say_ready(ready_fd);
-    for (;;) {
-        st_netfd_t fd = st_accept(listener, NULL, NULL, ST_UTIME_NO_TIMEOUT);
-        if (fd == NULL) {
-            perror("bench: st_accept");
-            (void)st_usleep(10000);
-            continue;
-        }
-        if (st_thread_create(st_player, fd, 0, 0) == NULL) {
-            perror("bench: st_thread_create");
-            (void)st_netfd_close(fd);
-        }
-    }
+    return bench_st_serve(lfd, eventsys, st_player, false, ready_fd);
 }
 
 /* ---- the reference: an epoll loop with a heap of deadlines ---------------------------------- */
@@ -393,7 +362,7 @@ static int ref_server(int lfd, enum ref_order order, int ready_fd)
         perror("bench: epoll server");
         return -1;
     }
-    say_ready(ready_fd);
+    bench_say_ready(ready_fd);
     s.now = now_us();
     for (;;) {
         int timeout = -1;
@@ -709,11 +678,10 @@ static pid_t start_server(const char *name, int lfd, const struct bench_starve *
         perror("bench: pipe");
         return -1;
     }
-    (void)fflush(stdout);
-    (void)fflush(stderr);
-    pid_t pid = fork();
+    pid_t pid = bench_fork();
     if (pid < 0) {
-        perror("bench: fork");
+        (void)close(ready[0]);
+        (void)close(ready[1]);
         return -1;
     }
     if (pid == 0) {
@@ -729,8 +697,7 @@ static pid_t start_server(const char *name, int lfd, const struct bench_starve *
     (void)close(ready[0]);
     if (!ok) {
         fprintf(stderr, "bench: fairness: server %s did not start\n", name);
-        (void)kill(pid, SIGKILL);
-        (void)waitpid(pid, NULL, 0);
+        bench_stop_child(pid);
         return -1;
     }
     return pid;
@@ -772,22 +739,12 @@ static int fair_round(const struct fairness_params *p, const char *name,
         rc = burst_stats(&b, p->limit_s, st);
     }
     /* The server closes first, so the TIME_WAIT entries are on its fresh port. */
-    (void)kill(server, SIGKILL);
-    (void)waitpid(server, NULL, 0);
+    bench_stop_child(server);
     burst_close(&b);
     if (rc != 0) {
         fprintf(stderr, "bench: fairness %s with %ld connections failed\n", name, p->conns);
     }
     return rc;
-}
-
-static double median_stat(const struct fair_stats *s, int n, size_t offset)
-{
-    double values[MAX_ROUNDS];
-    for (int k = 0; k < n; k++) {
-        values[k] = *(const double *)(const void *)((const char *)&s[k] + offset);
-    }
-    return bench_median(values, n);
 }
 
 static void report(const struct fairness_params *p, const char *name, const struct fair_stats *s,
@@ -822,12 +779,12 @@ static void report(const struct fairness_params *p, const char *name, const stru
         (void)snprintf(key, sizeof key, "fair_%s_%ld%s_%s", name, p->conns, warm, figures[f].key);
         (void)snprintf(base, sizeof base, "fair_epoll_%ld%s_%s", p->conns, warm, figures[f].key);
         if (f == 0) {
-            bench_result(key, median_stat(s, n, figures[f].offset), "ms", st ? base : "-",
-                         "first byte, %s, %ld at once%s: %s", name, p->conns,
+            bench_result(key, bench_median_field(s, sizeof *s, n, figures[f].offset), "ms",
+                         st ? base : "-", "first byte, %s, %ld at once%s: %s", name, p->conns,
                          p->warm ? " (warm)" : "", figures[f].what);
         } else {
-            bench_result(key, median_stat(s, n, figures[f].offset), "ms", st ? base : "-",
-                         "  %s", figures[f].what);
+            bench_result(key, bench_median_field(s, sizeof *s, n, figures[f].offset), "ms",
+                         st ? base : "-", "  %s", figures[f].what);
         }
     }
     char key[64];

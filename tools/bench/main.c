@@ -202,8 +202,36 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 /* ---- the groups ------------------------------------------------------------------------ */
 
-/* The echo runs: each server at each connection count, alternating servers. */
-static int run_echo(const struct options *o, const char *conn_list)
+/* The echo or fairness job at one connection count. */
+static struct job count_job(const struct options *o, enum job_kind kind, long conns)
+{
+    struct job job = {.kind = kind};
+    if (kind == JOB_ECHO) {
+        job.echo = (struct echo_params){.servers = o->server,
+                                        .conns = conns,
+                                        .warmup_s = o->warmup,
+                                        .window_s = o->window,
+                                        .windows = (int)o->windows,
+                                        .rounds = (int)o->repeat};
+        fprintf(stderr, "st_bench: echo %s, %ld connections\n", o->server, conns);
+    } else {
+        job.fairness = (struct fairness_params){.servers = o->server,
+                                                .conns = conns,
+                                                .backlog = o->backlog,
+                                                .share = (int)o->share,
+                                                .period_us = o->period_us,
+                                                .method = o->method,
+                                                .limit_s = o->limit,
+                                                .warm = o->warm,
+                                                .rounds = (int)o->repeat};
+        fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
+                conns, o->share);
+    }
+    return job;
+}
+
+/* An echo or fairness group at each connection count of `conn_list`, each in a fresh process. */
+static int run_counts(const struct options *o, enum job_kind kind, const char *conn_list)
 {
     char list[256];
     int rc = 0;
@@ -215,57 +243,32 @@ static int run_echo(const struct options *o, const char *conn_list)
             fprintf(stderr, "st_bench: bad connection count '%s'\n", tok);
             return -1;
         }
-        struct job job = {.kind = JOB_ECHO,
-                          .echo = {.servers = o->server,
-                                   .conns = conns,
-                                   .warmup_s = o->warmup,
-                                   .window_s = o->window,
-                                   .windows = (int)o->windows,
-                                   .rounds = (int)o->repeat}};
-        fprintf(stderr, "st_bench: echo %s, %ld connections\n", o->server, conns);
+        struct job job = count_job(o, kind, conns);
         rc |= bench_in_child(run_job, &job) != 0;
     }
     return rc;
+}
+
+/* The echo runs: each server at each connection count, alternating servers. */
+static int run_echo(const struct options *o, const char *conn_list)
+{
+    return run_counts(o, JOB_ECHO, conn_list);
+}
+
+/* The fairness bursts: each connection count in a fresh process. */
+static int run_fairness(const struct options *o, const char *conn_list)
+{
+    if (o->share > 100 || o->backlog < 1 || o->backlog > 65535) {
+        fprintf(stderr, "st_bench: --share must be 0..100, --backlog 1..65535\n");
+        return -1;
+    }
+    return run_counts(o, JOB_FAIRNESS, conn_list);
 }
 
 /* A group in a fresh child process (`all`, --smoke), or in this one (single commands). */
 static int run_group(const struct job *job, bool child)
 {
     return (child ? bench_in_child(run_job, job) : run_job(job)) != 0;
-}
-
-/* The fairness bursts: each connection count in a fresh process. */
-static int run_fairness(const struct options *o, const char *conn_list)
-{
-    char list[256];
-    int rc = 0;
-    if (o->share > 100 || o->backlog < 1 || o->backlog > 65535) {
-        fprintf(stderr, "st_bench: --share must be 0..100, --backlog 1..65535\n");
-        return -1;
-    }
-    (void)snprintf(list, sizeof list, "%s", conn_list);
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok != NULL;
-         tok = strtok_r(NULL, ",", &save)) {
-        long conns = bench_parse_long(tok);
-        if (conns < 1) {
-            fprintf(stderr, "st_bench: bad connection count '%s'\n", tok);
-            return -1;
-        }
-        struct job job = {.kind = JOB_FAIRNESS,
-                          .fairness = {.servers = o->server,
-                                       .conns = conns,
-                                       .backlog = o->backlog,
-                                       .share = (int)o->share,
-                                       .period_us = o->period_us,
-                                       .method = o->method,
-                                       .limit_s = o->limit,
-                                       .warm = o->warm,
-                                       .rounds = (int)o->repeat}};
-        fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
-                conns, o->share);
-        rc |= bench_in_child(run_job, &job) != 0;
-    }
-    return rc;
 }
 
 static int run_memory(bool sleep, long count, long stack_kib, bool child)

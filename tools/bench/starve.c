@@ -296,10 +296,8 @@ static int start_spinners(struct bench_starve *s)
     if (count > BENCH_MAX_SPINNERS) {
         count = BENCH_MAX_SPINNERS;
     }
-    (void)fflush(stdout);
-    (void)fflush(stderr);
     for (int i = 0; i < count; i++) {
-        pid_t pid = fork();
+        pid_t pid = bench_fork();
         if (pid < 0) {
             explain(s, "fork: %s", strerror(errno));
             bench_starve_stop(s);
@@ -397,8 +395,7 @@ int bench_starve_enter(const struct bench_starve *s)
 void bench_starve_stop(struct bench_starve *s)
 {
     for (int i = 0; i < s->nspinners; i++) {
-        (void)kill(s->spinners[i], SIGKILL);
-        (void)waitpid(s->spinners[i], NULL, 0);
+        bench_stop_child(s->spinners[i]);
     }
     s->nspinners = 0;
     remove_cgroup(s);

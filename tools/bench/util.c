@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,14 +370,48 @@ unsigned long long bench_random(unsigned long long *state)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-int bench_in_child(int (*fn)(const void *arg), const void *arg)
+double bench_median_field(const void *items, size_t size, int n, size_t offset)
 {
-    int status = 0;
+    double values[BENCH_MAX_SAMPLES];
+    n = n < BENCH_MAX_SAMPLES ? n : BENCH_MAX_SAMPLES;
+    for (int k = 0; k < n; k++) {
+        values[k] = *(const double *)(const void *)((const char *)items + (size_t)k * size + offset);
+    }
+    return bench_median(values, n);
+}
+
+pid_t bench_fork(void)
+{
     (void)fflush(stdout);
     (void)fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         perror("bench: fork");
+    }
+    return pid;
+}
+
+void bench_say_ready(int fd)
+{
+    char c = 'r';
+    if (write(fd, &c, 1) != 1) {
+        perror("bench: ready pipe");
+    }
+    (void)close(fd);
+}
+
+void bench_stop_child(pid_t pid)
+{
+    (void)kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
+int bench_in_child(int (*fn)(const void *arg), const void *arg)
+{
+    int status = 0;
+    pid_t pid = bench_fork();
+    if (pid < 0) {
         return -1;
     }
     if (pid == 0) {
