@@ -148,6 +148,11 @@ static int io_init(struct st__sched *sched)
  * the backend until I/O is ready or the earliest deadline passes, wakes
  * whoever is due, and hands the CPU on. With nobody left alive, the
  * process is done.
+ *
+ * While stacks wait to be given mappings of their own (stack.h), a wait
+ * longer than ST__SPLIT_IDLE_US waits that long first: if nothing at all
+ * happened, the process has time to spare, and it gives a few of them
+ * theirs before it waits again.
  */
 static void *idle_main(void *arg)
 {
@@ -155,7 +160,12 @@ static void *idle_main(void *arg)
     struct _st_thread *me = sched->idle;
     while (sched->active_count > 0) {
         st__stack_reclaim(&sched->stacks);
-        sched->backend->dispatch(sched, st__sched_next_timeout(sched));
+        st_utime_t timeout = st__sched_next_timeout(sched);
+        bool split = timeout > ST__SPLIT_IDLE_US && st__stack_unsplit(&sched->stacks);
+        sched->backend->dispatch(sched, split ? ST__SPLIT_IDLE_US : timeout);
+        if (split && st__list_empty(&sched->run_q)) {
+            st__stack_split(&sched->stacks, ST__SPLITS_PER_WAIT);
+        }
         st__sched_tick(sched);
         me->state = ST__RUNNABLE;
         st__sched_switch(sched, me);

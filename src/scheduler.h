@@ -40,6 +40,7 @@ struct st__sched {
     struct st__heap sleep_q;  /* coroutines with a deadline */
     int active_count;         /* coroutines that keep the process alive */
     size_t thread_count;
+    unsigned created;         /* coroutines created, counted up to ST__STACKS_AT_ONCE */
 
     st_utime_t last_clock;    /* clock at the last scheduler cycle or yield */
     bool clock_stale;         /* a tick skipped reading the clock: last_clock is behind */
@@ -248,6 +249,18 @@ static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
     }
     return sched->last_clock;
 }
+
+/*
+ * The first coroutines of a scheduler (those a program starts with: its
+ * listeners, its workers) get guarded stacks with mappings of their own at
+ * once. Later ones, those a server creates per connection, take quick
+ * stacks that get their mappings (stack.h) once the scheduler has had
+ * nothing to do for ST__SPLIT_IDLE_US: ST__SPLITS_PER_WAIT of them (about
+ * 4 us each) after every such quiet spell.
+ */
+#define ST__STACKS_AT_ONCE 16U
+#define ST__SPLIT_IDLE_US 10000U
+#define ST__SPLITS_PER_WAIT 32
 
 /* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
 st_utime_t st__sched_next_timeout(const struct st__sched *sched);

@@ -80,6 +80,8 @@ void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, 
     st__list_init(&pool->slabs);
     pool->carve_next = NULL;
     pool->carve_end = NULL;
+    st__list_init(&pool->unsplit);
+    pool->split = 0;
     pool->mode = mode;
     pool->pagesize = (size_t)sysconf(_SC_PAGESIZE);
     pool->guard_pages = guard_pages;
@@ -113,6 +115,10 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
     st__list_init(&pool->slabs);
     pool->carve_next = NULL;
     pool->carve_end = NULL;
+    /* The split stacks' mappings went with their slabs. */
+    st__list_init(&pool->unsplit);
+    atomic_fetch_sub_explicit(&stacks_alone, pool->split, memory_order_relaxed);
+    pool->split = 0;
 }
 
 void st__stack_reclaim_queued(struct st__stack_pool *pool)
@@ -252,22 +258,35 @@ static char *carve_guarded(struct st__stack_pool *pool, size_t map_size)
     return base;
 }
 
-/* Where a new stack's range comes from: a slab, or a mapping of its own. */
-static char *map_range(struct st__stack_pool *pool, size_t map_size, bool *in_slab)
+/* Whether the process may still give guarded stacks mappings of their own. */
+static bool alone_allowed(void)
+{
+    return atomic_load_explicit(&stacks_alone, memory_order_relaxed) < st__stacks_alone_max;
+}
+
+/*
+ * Where a new stack's range comes from: a slab, or a mapping of its own.
+ * `quick` (a burst): from a slab with a guard marker where the kernel has
+ * them, and *unsplit set if the stack is to get its own mapping later.
+ */
+static char *map_range(struct st__stack_pool *pool, size_t map_size, bool quick, bool *in_slab,
+                       bool *unsplit)
 {
     *in_slab = true;
+    *unsplit = false;
     if (!pool->guard_pages) {
         return carve(pool, map_size);
     }
-    if (atomic_load_explicit(&stacks_alone, memory_order_relaxed) >= st__stacks_alone_max &&
-        st__stack_guard_markers_supported()) {
+    bool alone = alone_allowed();
+    if ((quick || !alone) && st__stack_guard_markers_supported()) {
+        *unsplit = alone;
         return carve_guarded(pool, map_size);
     }
     *in_slab = false;
     return map_guarded(pool, map_size);
 }
 
-static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
+static struct st__stack *map_new(struct st__stack_pool *pool, size_t size, bool quick)
 {
     size_t guard = pool->guard_pages ? pool->pagesize : 0;
     /* One extra page holds the descriptor and the colour or randomisation headroom. */
@@ -276,7 +295,8 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
         map_size += pool->pagesize; /* an odd number of pages from one stack to the next */
     }
     bool in_slab = false;
-    char *base = map_range(pool, map_size, &in_slab);
+    bool unsplit = false;
+    char *base = map_range(pool, map_size, quick, &in_slab, &unsplit);
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -291,11 +311,35 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size)
     stack->in_slab = in_slab;
     stack->lsan_root = false;
     st__list_init(&stack->link);
+    st__list_init(&stack->split_link);
+    if (unsplit) {
+        st__list_insert_tail(&pool->unsplit, &stack->split_link);
+    }
     stack->valgrind_id = 0;
     return stack;
 }
 
-struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
+void st__stack_split_queued(struct st__stack_pool *pool, int count)
+{
+    struct st__list *link;
+    while (count-- > 0 && (link = st__list_first(&pool->unsplit)) != NULL) {
+        struct st__stack *stack = ST__CONTAINER_OF(link, struct st__stack, split_link);
+        /* The marker stays under the PROT_NONE page; it does no harm there. */
+        if (!alone_allowed() || mprotect(stack->map_base, pool->pagesize, PROT_NONE) != 0) {
+            /* The budget is spent, or the kernel's: the rest keep their markers. */
+            st__list_for_each_safe(node, next, &pool->unsplit) {
+                st__list_init(node);
+            }
+            st__list_init(&pool->unsplit);
+            return;
+        }
+        st__list_remove(link);
+        atomic_fetch_add_explicit(&stacks_alone, 1, memory_order_relaxed);
+        pool->split++;
+    }
+}
+
+static struct st__stack *acquire(struct st__stack_pool *pool, size_t size, bool quick)
 {
     size = st__stack_round(pool, size);
     if (size == 0 || size > SIZE_MAX / 2) {
@@ -305,7 +349,7 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
     st__stack_reclaim(pool);
     struct st__stack *stack = take_cached(pool, size);
     if (stack == NULL) {
-        stack = map_new(pool, size);
+        stack = map_new(pool, size, quick);
     }
 #if ST__HAVE_VALGRIND
     /* Without this, valgrind takes every switch for a wild stack-pointer jump. */
@@ -326,6 +370,16 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
     }
 #endif
     return stack;
+}
+
+struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
+{
+    return acquire(pool, size, false);
+}
+
+struct st__stack *st__stack_acquire_quick(struct st__stack_pool *pool, size_t size)
+{
+    return acquire(pool, size, true);
 }
 
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)

@@ -28,6 +28,16 @@
  * core file made that way would lack every stack of the slab. (The kernel's
  * own core dumps skip just the guard pages.)
  *
+ * The split costs about as much as the rest of a new stack together (a
+ * mapping, its first page fault), and a server that accepts a burst of
+ * connections pays it once per connection while the accept queue waits. So
+ * st__stack_acquire_quick takes new guarded stacks from slabs with guard
+ * markers, and queues them: st__stack_split later mprotects their guard
+ * pages, which gives each its own mapping, as if it had been made alone. The
+ * scheduler creates its coroutines' stacks so, past its first few, and
+ * splits them when it has been idle for a while; the budget of
+ * ST__STACKS_ALONE_MAX counts these stacks too.
+ *
  * Stacks of the same size would put their hot top-of-stack lines (the
  * coroutine object, the frames of a blocked call) at the same address
  * modulo the cache's way size, so that a few hundred coroutines fight over
@@ -51,6 +61,7 @@ enum st__stack_mode {
 
 struct st__stack {
     struct st__list link; /* on the pool's cache or graveyard */
+    struct st__list split_link; /* on the pool's `unsplit` list, while there */
     char *map_base;       /* start of the mapping (the guard page, if any) */
     size_t map_size;
     char *bottom;         /* lowest usable address */
@@ -88,6 +99,8 @@ struct st__stack_pool {
     struct st__list slabs;
     char *carve_next;     /* the free part of the newest slab */
     char *carve_end;
+    struct st__list unsplit; /* slab stacks of a burst, still to get mappings of their own */
+    size_t split;         /* slab stacks that got them (in the process-wide count of alone ones) */
     enum st__stack_mode mode;
     size_t pagesize;
     bool guard_pages;
@@ -99,7 +112,7 @@ void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, 
 /*
  * Whether this kernel makes guard pages with madvise(MADV_GUARD_INSTALL),
  * asked once per process, the first time a pool has spent its budget of
- * stacks with mappings of their own (most processes never ask).
+ * stacks with mappings of their own or a burst wants a stack quickly.
  */
 bool st__stack_guard_markers_supported(void);
 
@@ -111,6 +124,36 @@ void st__stack_pool_fini(struct st__stack_pool *pool);
  * Returns NULL with errno ENOMEM when the memory or mappings run out.
  */
 struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size);
+
+/*
+ * st__stack_acquire for a burst: a new guarded stack comes from a slab with
+ * a guard marker, where the kernel has them, and waits on the pool's
+ * `unsplit` list for st__stack_split (see above). Cached stacks come first,
+ * as always; without markers or guard pages it is st__stack_acquire.
+ */
+struct st__stack *st__stack_acquire_quick(struct st__stack_pool *pool, size_t size);
+
+/* Whether stacks wait for st__stack_split. */
+static inline bool st__stack_unsplit(const struct st__stack_pool *pool)
+{
+    return !st__list_empty(&pool->unsplit);
+}
+
+/* The work of st__stack_split, when there is some. */
+void st__stack_split_queued(struct st__stack_pool *pool, int count);
+
+/*
+ * Give up to `count` stacks of the `unsplit` list mappings of their own by
+ * mprotecting their guard pages, while the process has fewer than
+ * ST__STACKS_ALONE_MAX; once it has that many, or the kernel refuses (out
+ * of mappings), the rest keep their guard markers and the list is dropped.
+ */
+static inline void st__stack_split(struct st__stack_pool *pool, int count)
+{
+    if (st__stack_unsplit(pool)) {
+        st__stack_split_queued(pool, count);
+    }
+}
 
 /* Give a stack back. May be called while running on it (see above). */
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack);

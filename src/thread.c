@@ -32,7 +32,13 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
     if (stack_size == 0) {
         stack_size = ST__DEFAULT_STACK_SIZE;
     }
-    struct st__stack *stack = st__stack_acquire(&sched->stacks, stack_size);
+    struct st__stack *stack = NULL;
+    if (sched->created < ST__STACKS_AT_ONCE) {
+        sched->created++;
+        stack = st__stack_acquire(&sched->stacks, stack_size);
+    } else {
+        stack = st__stack_acquire_quick(&sched->stacks, stack_size);
+    }
     if (stack == NULL) {
         return NULL;
     }

@@ -342,6 +342,30 @@ Test(faults_memory, guard_marker_failure_reports_enomem_and_gives_the_range_back
     expect_usable();
 }
 
+Test(faults_memory, a_refused_split_leaves_a_burst_guarded_by_markers)
+{
+    require_guard_markers();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *a = st__stack_acquire_quick(&pool, 16384);
+    struct st__stack *b = st__stack_acquire_quick(&pool, 16384);
+    cr_assert_not_null(a);
+    cr_assert_not_null(b);
+    arm(F_mprotect, 1, ENOMEM); /* out of mappings */
+    st__stack_split(&pool, 2);
+    cr_expect(fired(F_mprotect));
+    cr_expect(st__list_empty(&pool.unsplit), "no retry at every wait: the queue is dropped");
+    disarm(F_mprotect);
+    struct st__stack *c = st__stack_acquire_quick(&pool, 16384);
+    cr_assert_not_null(c, "the pool goes on");
+    st__stack_split(&pool, 1);
+    cr_expect(st__list_empty(&pool.unsplit));
+    st__stack_release(&pool, a);
+    st__stack_release(&pool, b);
+    st__stack_release(&pool, c);
+    st__stack_pool_fini(&pool);
+}
+
 Test(faults_memory, slab_failures_report_enomem_and_free_the_slab_record)
 {
     struct st__stack_pool pool;

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "scheduler.h"
 #include "stack.h"
 
 static size_t page(void)
@@ -144,6 +146,149 @@ Test(stack, guarded_stacks_come_from_slabs_past_the_mappings_budget)
         st__stack_release(&pool, stacks[i]);
     }
     st__stack_pool_fini(&pool);
+}
+
+/* Whether a mapping of /proc/self/maps starts at `addr`. */
+static bool mapping_starts_at(const void *addr)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(maps);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, maps) != NULL) {
+        found = strtoull(line, NULL, 16) == (uintptr_t)addr;
+    }
+    fclose(maps);
+    return found;
+}
+
+Test(stack, quick_stacks_come_from_slabs_then_get_mappings_of_their_own)
+{
+    require_guard_markers();
+    enum { COUNT = 100 };
+    struct st__stack *stacks[COUNT];
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    int before = mapping_count();
+    for (int i = 0; i < COUNT; i++) {
+        stacks[i] = st__stack_acquire_quick(&pool, 4 * page());
+        cr_assert_not_null(stacks[i]);
+        cr_assert(stacks[i]->in_slab, "stack %d", i);
+        stacks[i]->bottom[0] = (char)i;
+    }
+    int grown = mapping_count() - before;
+    cr_expect_leq(grown, 2, "a burst of %d stacks took %d new mappings", COUNT, grown);
+    st__stack_split(&pool, COUNT / 2);
+    /* Two mappings each (the guard, the stack), but the first guard starts the slab. */
+    cr_expect_geq(mapping_count() - before - grown, COUNT - 1, "half of them split off");
+    st__stack_split(&pool, COUNT);
+    cr_expect(st__list_empty(&pool.unsplit));
+    for (int i = 0; i < COUNT; i++) {
+        cr_expect(mapping_starts_at(stacks[i]->bottom), "stack %d is a mapping of its own", i);
+        cr_expect_eq(stacks[i]->bottom[0], (char)i, "its memory is untouched");
+        st__stack_release(&pool, stacks[i]);
+    }
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, a_split_quick_stack_keeps_its_guard, .signal = SIGSEGV)
+{
+    require_guard_markers();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *stack = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(stack);
+    st__stack_split(&pool, 1);
+    cr_assert(mapping_starts_at(stack->bottom));
+    volatile char *below = stack->bottom - 1;
+    *below = 1; /* must fault */
+}
+
+Test(stack, an_unsplit_quick_stack_is_guarded_by_its_marker, .signal = SIGSEGV)
+{
+    require_guard_markers();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *first = st__stack_acquire_quick(&pool, 4 * page());
+    struct st__stack *second = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(first);
+    cr_assert_not_null(second);
+    cr_assert_not(mapping_starts_at(second->bottom), "not split yet");
+    volatile char *below = second->bottom - 1;
+    *below = 1; /* must fault */
+}
+
+Test(stack, splitting_stops_at_the_mappings_budget)
+{
+    require_guard_markers();
+    enum { COUNT = 10 };
+    struct st__stack *stacks[COUNT];
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    for (int i = 0; i < COUNT; i++) {
+        stacks[i] = st__stack_acquire_quick(&pool, 4 * page());
+        cr_assert_not_null(stacks[i]);
+    }
+    st__stacks_alone_max = 3; /* none alone so far: three may split */
+    st__stack_split(&pool, COUNT);
+    cr_expect(st__list_empty(&pool.unsplit), "past the budget the queue is dropped");
+    int split = 0;
+    for (int i = 0; i < COUNT; i++) {
+        split += mapping_starts_at(stacks[i]->bottom);
+    }
+    cr_expect_eq(split, 3);
+    struct st__stack *more = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(more);
+    cr_expect(st__list_empty(&pool.unsplit), "nor does a new one queue past it");
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, quick_stacks_without_guard_pages_are_plain_slab_stacks)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, false);
+    struct st__stack *stack = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(stack);
+    cr_expect(stack->in_slab);
+    cr_expect_eq(stack->bottom, stack->map_base);
+    cr_expect(st__list_empty(&pool.unsplit));
+    st__stack_pool_fini(&pool);
+}
+
+static void *return_null(void *arg)
+{
+    (void)arg;
+    return NULL;
+}
+
+Test(stack, a_burst_of_coroutines_maps_no_stack_apiece_until_the_scheduler_has_time)
+{
+    require_guard_markers();
+    enum { COUNT = 200 };
+    st_thread_t threads[COUNT];
+    cr_assert_eq(st_init(), 0);
+    struct st__stack_pool *pool = &st__sched_peek()->stacks;
+    int before = mapping_count();
+    for (int i = 0; i < COUNT; i++) {
+        threads[i] = st_thread_create(return_null, NULL, 1, 0);
+        cr_assert_not_null(threads[i]);
+    }
+    int grown = mapping_count() - before;
+    /* The scheduler's first few stacks are mappings of their own at once, two each. */
+    cr_expect_lt(grown, 2 * (int)ST__STACKS_AT_ONCE + 8,
+                 "%d coroutines created at once took %d new mappings", COUNT, grown);
+    /* A short wait leaves them be: the process may be busy. */
+    cr_assert_eq(st_usleep(ST__SPLIT_IDLE_US / 2), 0);
+    cr_expect_lt(mapping_count() - before, 2 * (int)ST__STACKS_AT_ONCE + 8);
+    /* Each quiet spell gives a few of them mappings of their own. */
+    for (int i = 0; i < COUNT && !st__list_empty(&pool->unsplit); i++) {
+        cr_assert_eq(st_usleep(2 * ST__SPLIT_IDLE_US), 0);
+    }
+    cr_expect(st__list_empty(&pool->unsplit));
+    cr_expect_geq(mapping_count() - before, 2 * COUNT - 8, "then every stack is a mapping of its own");
+    for (int i = 0; i < COUNT; i++) {
+        cr_assert_eq(st_thread_join(threads[i], NULL), 0);
+    }
 }
 
 /* A moved top stays 16-byte aligned, below the descriptor, with the asked size under it. */

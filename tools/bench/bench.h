@@ -42,6 +42,10 @@ double bench_cpu_now(void);
 /* Median of `n` values (reorders them). */
 double bench_median(double *values, int n);
 
+/* Median of the double at `offset` in each of `n` items of `size` bytes (at most BENCH_MAX_SAMPLES). */
+enum { BENCH_MAX_SAMPLES = 64 };
+double bench_median_field(const void *items, size_t size, int n, size_t offset);
+
 /* Resident set and page-table size of this process in KiB (VmRSS, VmPTE), or -1. */
 long bench_vm_kib(const char *field);
 
@@ -80,6 +84,19 @@ int bench_cpu(int n);
 /* Pin the calling process to one CPU (no-op for cpu < 0). */
 void bench_pin(int cpu);
 
+/* TCP_NODELAY on a socket. */
+void bench_set_nodelay(int fd);
+
+/* O_NONBLOCK on a descriptor; 0 or -1. */
+int bench_set_nonblocking(int fd);
+
+/* 127.0.0.1:port. */
+struct sockaddr_in;
+void bench_loopback_addr(struct sockaddr_in *addr, long port);
+
+/* A listening socket on 127.0.0.1:port (0: any free port); its port in *bound. */
+int bench_listen_loopback(long port, int backlog, unsigned *bound);
+
 /* Raise the soft fd limit to the hard one; returns the new soft limit. */
 long bench_raise_fd_limit(void);
 
@@ -90,11 +107,23 @@ void bench_result(const char *key, double value, const char *unit, const char *b
 /* Print one NOTE line. */
 void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Whether server `name` is in `list`: names separated by commas, "both" (epoll, st) or "all". */
+bool bench_server_wanted(const char *list, const char *name);
+
 /* Parse a non-negative decimal number; -1 if it is not one. */
 long bench_parse_long(const char *s);
 
 /* A small deterministic PRNG (xorshift64*), so runs repeat exactly. */
 unsigned long long bench_random(unsigned long long *state);
+
+/* fork() with stdout and stderr flushed first; says why on failure (-1). */
+pid_t bench_fork(void);
+
+/* A server child tells its parent it accepts: one byte down the pipe `fd`, which it closes. */
+void bench_say_ready(int fd);
+
+/* SIGKILL a child and reap it. */
+void bench_stop_child(pid_t pid);
 
 /*
  * Run `fn(arg)` in a child process and wait for it, so that every group
@@ -132,6 +161,15 @@ struct echo_params {
 };
 int bench_echo(const struct echo_params *params);
 
+/*
+ * echo.c: the st server's frame: st_init with `eventsys`, then a listener
+ * looping st_accept + st_thread_create(connection, netfd) (TCP_NODELAY on
+ * each with `nodelay`); writes a byte to `ready_fd` (closing it) once it
+ * accepts, unless it is -1. Returns only on failure.
+ */
+int bench_st_serve(int lfd, int eventsys, void *(*connection)(void *fd), bool nodelay,
+                   int ready_fd);
+
 /* echo.c: a standalone server; prints `port <n>`. `once`: exit when the first connection ends. */
 int bench_serve(const char *server, long port, bool once);
 
@@ -141,6 +179,61 @@ int bench_serve(const char *server, long port, bool once);
  * previous echo arrived (so that a slowed-down server is idle when it comes).
  */
 int bench_client(long port, long conns, long requests, long gap_us);
+
+/* fairness.c: first-byte latency of a burst of new connections to a starved server. */
+struct fairness_params {
+    const char *servers; /* names separated by commas, "both" (epoll,st) or "all" */
+    long conns;          /* connections opened at once */
+    long backlog;        /* the listen backlog */
+    int share;           /* percent of one CPU the server gets (0: all of it) */
+    long period_us;      /* the period of a cgroup quota (a CFS quota is at least 1 ms: see starve.c) */
+    const char *method;  /* how: auto, cgroup2, cgroup1, spin or none (starve.c) */
+    double limit_s;      /* a run ends when every connection is served or after this long */
+    bool warm;           /* a first burst, closed, before the measured one */
+    int rounds;
+};
+int bench_fairness(const struct fairness_params *params);
+
+/* ---- starve.c: a small fixed share of one CPU for one process ------------------------ */
+
+enum bench_starve_kind {
+    BENCH_STARVE_NONE,
+    BENCH_STARVE_RT,
+    BENCH_STARVE_CGROUP2,
+    BENCH_STARVE_CGROUP1,
+    BENCH_STARVE_SPIN
+};
+enum { BENCH_MAX_SPINNERS = 64 };
+
+struct bench_starve {
+    enum bench_starve_kind kind;
+    int share;          /* percent of one CPU (for spinners: what their count gives) */
+    int cpu;            /* the CPU the starved process is pinned to, or -1 */
+    long period_us;     /* the quota's period */
+    int rt_priority;    /* rt: the server's SCHED_FIFO priority, the caller's */
+    char dir[512];      /* the cgroup made for it */
+    char procs[32];     /* the file of that cgroup a pid is written to */
+    pid_t spinners[BENCH_MAX_SPINNERS];
+    int nspinners;
+    char why[1024];     /* what was chosen (and why the ones before it were not) */
+    char tried[768];    /* why the methods tried first could not be used */
+};
+
+/*
+ * Get ready to hold one process to `share` percent of CPU `cpu` (a quota
+ * per `period_us` for the cgroup methods), by
+ * `method`: auto (the first that works of rt (only for a real-time caller),
+ * cgroup2, cgroup1, spin), one of those, or none. 0, or -1 with the reason
+ * in s->why.
+ */
+int bench_starve_start(struct bench_starve *s, const char *method, int share, long period_us,
+                       int cpu);
+
+/* In the process to starve (a child, after its pinning): join the cgroup. */
+int bench_starve_enter(const struct bench_starve *s);
+
+/* Undo everything: kill the spinners, remove the cgroup (its process must be reaped). */
+void bench_starve_stop(struct bench_starve *s);
 
 /*
  * peer.c: echo servers outside st_bench (tools/bench/peers/), named with

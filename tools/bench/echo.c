@@ -21,11 +21,8 @@
  * the two servers over several rounds, so that a disturbance on a noisy
  * machine hits both alike, and reports medians over all windows.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -51,42 +48,6 @@ enum {
 
 static bool serve_once; /* exit when the first connection ends (callgrind runs) */
 
-static void set_nodelay(int fd)
-{
-    int one = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-static int set_nonblocking(int fd)
-{
-    int flags = fcntl(fd, F_GETFL);
-    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
-/* A listening socket on 127.0.0.1:port (0: any free port); its port in *bound. */
-static int listen_loopback(long port, unsigned *bound)
-{
-    int one = 1;
-    struct sockaddr_in addr;
-    socklen_t len = sizeof addr;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        (void)close(fd);
-        return -1;
-    }
-    *bound = ntohs(addr.sin_port);
-    return fd;
-}
-
 /* ---- the st server ------------------------------------------------------------------ */
 
 static void *st_connection(void *arg)
@@ -106,7 +67,8 @@ static void *st_connection(void *arg)
     return NULL;
 }
 
-static int st_server(int lfd, int eventsys)
+int bench_st_serve(int lfd, int eventsys, void *(*connection)(void *fd), bool nodelay,
+                   int ready_fd)
 {
     if (st_set_eventsys(eventsys) != 0) {
         perror("bench: st_set_eventsys");
@@ -121,6 +83,9 @@ static int st_server(int lfd, int eventsys)
         perror("bench: st_netfd_open_socket");
         return -1;
     }
+    if (ready_fd >= 0) {
+        bench_say_ready(ready_fd);
+    }
     for (;;) {
         st_netfd_t fd = st_accept(listener, NULL, NULL, ST_UTIME_NO_TIMEOUT);
         if (fd == NULL) {
@@ -128,12 +93,19 @@ static int st_server(int lfd, int eventsys)
             (void)st_usleep(10000);
             continue;
         }
-        set_nodelay(st_netfd_fileno(fd));
-        if (st_thread_create(st_connection, fd, 0, 0) == NULL) {
+        if (nodelay) {
+            bench_set_nodelay(st_netfd_fileno(fd));
+        }
+        if (st_thread_create(connection, fd, 0, 0) == NULL) {
             perror("bench: st_thread_create");
             (void)st_netfd_close(fd);
         }
     }
+}
+
+static int st_server(int lfd, int eventsys)
+{
+    return bench_st_serve(lfd, eventsys, st_connection, true, -1);
 }
 
 /* ---- the plain epoll server --------------------------------------------------------------- */
@@ -167,7 +139,7 @@ static void epoll_accept(int epfd, int lfd)
             return;
         }
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-        set_nodelay(fd);
+        bench_set_nodelay(fd);
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             perror("bench: epoll_ctl");
             (void)close(fd);
@@ -206,7 +178,7 @@ static int epoll_server(int lfd, bool drain)
     static char buf[SERVER_BUF];
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
-    if (epfd < 0 || set_nonblocking(lfd) != 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
+    if (epfd < 0 || bench_set_nonblocking(lfd) != 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
         perror("bench: epoll server");
         return -1;
     }
@@ -250,7 +222,7 @@ static int run_server(const char *server, int lfd)
 int bench_serve(const char *server, long port, bool once)
 {
     unsigned bound = 0;
-    int lfd = listen_loopback(port, &bound);
+    int lfd = bench_listen_loopback(port, SOMAXCONN, &bound);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;
@@ -310,7 +282,7 @@ static int client_connect(struct client *cl, long i, const struct sockaddr_in *a
     if (fd < 0 || connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0) {
         return -1;
     }
-    set_nodelay(fd);
+    bench_set_nodelay(fd);
     if (send(fd, cl->message, MSG, MSG_NOSIGNAL) != MSG) {
         return -1;
     }
@@ -322,7 +294,7 @@ static int client_connect(struct client *cl, long i, const struct sockaddr_in *a
         got += (size_t)n;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
-    return set_nonblocking(fd) == 0 && epoll_ctl(cl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
+    return bench_set_nonblocking(fd) == 0 && epoll_ctl(cl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
 }
 
 static int client_open(struct client *cl, long port, long nconns)
@@ -346,10 +318,7 @@ static int client_open(struct client *cl, long port, long nconns)
     for (int i = 0; i < MSG; i++) {
         cl->message[i] = (char)('a' + i % 26);
     }
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bench_loopback_addr(&addr, port);
     for (long i = 0; i < nconns; i++) {
         if (client_connect(cl, i, &addr) != 0) {
             fprintf(stderr, "bench: client connection %ld of %ld: %s\n", i, nconns,
@@ -500,18 +469,14 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
 {
     struct client cl;
     unsigned port = 0;
-    int status = 0;
     int rc = -1;
-    int lfd = listen_loopback(0, &port);
+    int lfd = bench_listen_loopback(0, SOMAXCONN, &port);
     if (lfd < 0) {
         perror("bench: listen");
         return -1;
     }
-    (void)fflush(stdout);
-    (void)fflush(stderr);
-    pid_t server = fork();
+    pid_t server = bench_fork();
     if (server < 0) {
-        perror("bench: fork");
         (void)close(lfd);
         return -1;
     }
@@ -532,8 +497,7 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
         }
     }
     /* The server closes first, so the TIME_WAIT entries are on its fresh port. */
-    (void)kill(server, SIGKILL);
-    (void)waitpid(server, &status, 0);
+    bench_stop_child(server);
     client_close(&cl);
     if (rc != 0) {
         fprintf(stderr, "bench: echo %s with %ld connections failed\n", name, p->conns);
@@ -543,11 +507,7 @@ static int echo_round(const struct echo_params *p, const char *name, struct echo
 
 static double median_of(const struct window *w, int n, size_t offset)
 {
-    double values[MAX_WINDOWS];
-    for (int k = 0; k < n; k++) {
-        values[k] = *(const double *)(const void *)((const char *)&w[k] + offset);
-    }
-    return bench_median(values, n);
+    return bench_median_field(w, sizeof *w, n, offset);
 }
 
 /*
@@ -592,25 +552,6 @@ static void report_echo(const struct echo_params *p, const char *name, const str
                100 * median_of(w, n, offsetof(struct window, other_util)), n, all, p->window_s,
                p->rounds, n < all ? "; the others were disturbed" : "",
                pinned ? "" : "; one CPU: not pinned");
-}
-
-/* Whether `name` is in `list`: names separated by commas, or "both" (epoll, st) or "all". */
-static bool server_wanted(const char *list, const char *name)
-{
-    if (strcmp(list, "all") == 0) {
-        return true;
-    }
-    if (strcmp(list, "both") == 0) {
-        return strcmp(name, "epoll") == 0 || strcmp(name, "st") == 0;
-    }
-    size_t len = strlen(name);
-    for (const char *at = list; at != NULL; at = strchr(at, ',')) {
-        at += *at == ',';
-        if (strncmp(at, name, len) == 0 && (at[len] == ',' || at[len] == '\0')) {
-            return true;
-        }
-    }
-    return false;
 }
 
 /* st against the loop that reads until EAGAIN, when both ran: rate and server CPU. */
@@ -660,7 +601,7 @@ int bench_echo(const struct echo_params *p)
     }
     for (int r = 0; r < p->rounds; r++) {
         for (size_t s = 0; s < servers; s++) {
-            if (!server_wanted(p->servers, names[s])) {
+            if (!bench_server_wanted(p->servers, names[s])) {
                 continue;
             }
             if (echo_round(p, names[s], cpus, &w[s][n[s]]) != 0) {

@@ -12,6 +12,11 @@
  *              (names: epoll, st, st-io_uring, epoll-drain; both: epoll,st)
  *              [--conns N[,N...]] [--repeat N] [--warmup S] [--window S] [--windows N]
  *   memory     RSS per idle coroutine --read|--sleep [--count N] [--stack KIB]
+ *   fairness   first-byte latency of N connections opened at once to a server
+ *              starved of CPU [--server NAME[,NAME...]|both|all] (names: epoll,
+ *              st, epoll-timers, epoll-st, st-poll, st-select) [--conns N[,N...]] [--share PCT]
+ *              [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]
+ *              [--limit S] [--repeat N] [--warm]
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
@@ -26,7 +31,7 @@
 
 #include "bench.h"
 
-enum job_kind { JOB_MICRO, JOB_HEAP, JOB_ECHO, JOB_MEMORY };
+enum job_kind { JOB_MICRO, JOB_HEAP, JOB_ECHO, JOB_MEMORY, JOB_FAIRNESS };
 
 struct job {
     enum job_kind kind;
@@ -35,6 +40,7 @@ struct job {
     long size;       /* heap: rounds; memory: stack KiB */
     bool sleep;      /* memory: sleepers instead of readers */
     struct echo_params echo;
+    struct fairness_params fairness;
 };
 
 static int run_job(const void *arg)
@@ -49,6 +55,8 @@ static int run_job(const void *arg)
         return bench_echo(&job->echo);
     case JOB_MEMORY:
         return bench_memory(job->sleep, job->count, job->size);
+    case JOB_FAIRNESS:
+        return bench_fairness(&job->fairness);
     }
     return -1;
 }
@@ -62,7 +70,7 @@ struct options {
     long rounds;
     long repeat;
     const char *server;
-    const char *conns;
+    const char *conns; /* NULL: the command's default */
     double warmup;
     double window;
     long windows;
@@ -73,6 +81,12 @@ struct options {
     long requests;
     long gap_us;
     bool once;
+    bool warm;
+    long share;
+    long backlog;
+    long period_us;
+    const char *method;
+    double limit;
 };
 
 static void usage(void)
@@ -84,6 +98,9 @@ static void usage(void)
             "  echo   [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--repeat N] [--warmup S]"
             " [--window S] [--windows N]\n"
             "  memory --read|--sleep [--count N] [--stack KIB]\n"
+            "  fairness [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--share PCT]\n"
+            "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
+            "           [--limit S] [--repeat N] [--warm]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n"
             "  echo and serve: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
@@ -110,7 +127,8 @@ static long *number_option(struct options *o, const char *name)
         {"--reps", &o->reps},       {"--exact", &o->scale.exact}, {"--sleepers", &o->sleepers},
         {"--rounds", &o->rounds},   {"--windows", &o->windows},   {"--count", &o->count},
         {"--stack", &o->stack_kib}, {"--port", &o->port},         {"--requests", &o->requests},
-        {"--gap-us", &o->gap_us},   {"--repeat", &o->repeat},
+        {"--gap-us", &o->gap_us},   {"--repeat", &o->repeat},     {"--share", &o->share},
+        {"--backlog", &o->backlog}, {"--period", &o->period_us},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(table[i].name, name) == 0) {
@@ -146,6 +164,10 @@ static int parse_option(struct options *o, const char *name, const char *value)
         return parse_seconds(value, &o->warmup);
     } else if (strcmp(name, "--window") == 0) {
         return parse_seconds(value, &o->window);
+    } else if (strcmp(name, "--limit") == 0) {
+        return parse_seconds(value, &o->limit);
+    } else if (strcmp(name, "--method") == 0) {
+        o->method = value;
     } else {
         return -1;
     }
@@ -160,6 +182,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->memory_mode = strcmp(name, "--read") == 0 ? 1 : 2;
         } else if (strcmp(name, "--once") == 0) {
             o->once = true;
+        } else if (strcmp(name, "--warm") == 0) {
+            o->warm = true;
         } else if (parse_option(o, name, i + 1 < argc ? argv[i + 1] : NULL) == 0) {
             i++;
         } else {
@@ -178,8 +202,36 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 /* ---- the groups ------------------------------------------------------------------------ */
 
-/* The echo runs: each server at each connection count, alternating servers. */
-static int run_echo(const struct options *o, const char *conn_list)
+/* The echo or fairness job at one connection count. */
+static struct job count_job(const struct options *o, enum job_kind kind, long conns)
+{
+    struct job job = {.kind = kind};
+    if (kind == JOB_ECHO) {
+        job.echo = (struct echo_params){.servers = o->server,
+                                        .conns = conns,
+                                        .warmup_s = o->warmup,
+                                        .window_s = o->window,
+                                        .windows = (int)o->windows,
+                                        .rounds = (int)o->repeat};
+        fprintf(stderr, "st_bench: echo %s, %ld connections\n", o->server, conns);
+    } else {
+        job.fairness = (struct fairness_params){.servers = o->server,
+                                                .conns = conns,
+                                                .backlog = o->backlog,
+                                                .share = (int)o->share,
+                                                .period_us = o->period_us,
+                                                .method = o->method,
+                                                .limit_s = o->limit,
+                                                .warm = o->warm,
+                                                .rounds = (int)o->repeat};
+        fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
+                conns, o->share);
+    }
+    return job;
+}
+
+/* An echo or fairness group at each connection count of `conn_list`, each in a fresh process. */
+static int run_counts(const struct options *o, enum job_kind kind, const char *conn_list)
 {
     char list[256];
     int rc = 0;
@@ -191,17 +243,26 @@ static int run_echo(const struct options *o, const char *conn_list)
             fprintf(stderr, "st_bench: bad connection count '%s'\n", tok);
             return -1;
         }
-        struct job job = {.kind = JOB_ECHO,
-                          .echo = {.servers = o->server,
-                                   .conns = conns,
-                                   .warmup_s = o->warmup,
-                                   .window_s = o->window,
-                                   .windows = (int)o->windows,
-                                   .rounds = (int)o->repeat}};
-        fprintf(stderr, "st_bench: echo %s, %ld connections\n", o->server, conns);
+        struct job job = count_job(o, kind, conns);
         rc |= bench_in_child(run_job, &job) != 0;
     }
     return rc;
+}
+
+/* The echo runs: each server at each connection count, alternating servers. */
+static int run_echo(const struct options *o, const char *conn_list)
+{
+    return run_counts(o, JOB_ECHO, conn_list);
+}
+
+/* The fairness bursts: each connection count in a fresh process. */
+static int run_fairness(const struct options *o, const char *conn_list)
+{
+    if (o->share > 100 || o->backlog < 1 || o->backlog > 65535) {
+        fprintf(stderr, "st_bench: --share must be 0..100, --backlog 1..65535\n");
+        return -1;
+    }
+    return run_counts(o, JOB_FAIRNESS, conn_list);
 }
 
 /* A group in a fresh child process (`all`, --smoke), or in this one (single commands). */
@@ -251,6 +312,14 @@ static int run_all(struct options *o, bool smoke)
         rc |= run_heap(&o->scale, 100000, 10, true);
     }
     rc |= run_echo(o, smoke ? "1,20" : "1,100,1000,10000");
+    /* Smoke: a small burst, no starvation. */
+    o->server = "both";
+    if (smoke) {
+        o->share = 0;
+        o->method = "none";
+        o->limit = 10;
+    }
+    rc |= run_fairness(o, smoke ? "20" : "500,1000");
     rc |= run_memory(false, smoke ? 500 : 100000, 16, true);
     rc |= run_memory(true, smoke ? 500 : 1000000, 16, true);
     if (!smoke) {
@@ -269,7 +338,10 @@ static int run_command(const char *cmd, struct options *o)
         return run_heap(&o->scale, o->sleepers, o->rounds, false);
     }
     if (strcmp(cmd, "echo") == 0) {
-        return run_echo(o, o->conns);
+        return run_echo(o, o->conns != NULL ? o->conns : "1,100,1000,10000");
+    }
+    if (strcmp(cmd, "fairness") == 0) {
+        return run_fairness(o, o->conns != NULL ? o->conns : "500");
     }
     if (strcmp(cmd, "memory") == 0 && o->memory_mode != 0) {
         return run_memory(o->memory_mode == 2, o->count, o->stack_kib, false);
@@ -278,7 +350,7 @@ static int run_command(const char *cmd, struct options *o)
         return bench_serve(o->server, o->port, o->once) != 0;
     }
     if (strcmp(cmd, "client") == 0 && o->port > 0 && o->requests > 0) {
-        long conns = bench_parse_long(o->conns);
+        long conns = o->conns != NULL ? bench_parse_long(o->conns) : 1;
         return bench_client(o->port, conns > 0 ? conns : 1, o->requests, o->gap_us) != 0;
     }
     usage();
@@ -292,7 +364,11 @@ int main(int argc, char **argv)
         .sleepers = 1000,
         .rounds = 1000,
         .server = "both",
-        .conns = "1,100,1000,10000",
+        .share = 5,
+        .backlog = 512,
+        .period_us = 10000,
+        .method = "auto",
+        .limit = 8,
         .repeat = 3,
         .warmup = 0.5,
         .window = 0.5,

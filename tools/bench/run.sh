@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite of st, end to end (docs/performance.md):
 #
-#   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory] [--no-peers]
+#   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness]
 #
 # 1. configures and builds two release builds (gcc -O2): build-bench/ with
 #    the default options (guard pages on) and build-bench-noguard/ with
@@ -10,10 +10,13 @@
 #    create+join cached and free), the timeout-heap test (1000 and 100 000
 #    sleepers), loopback echo (st on epoll and on io_uring, the plain epoll
 #    loop and the peers of tools/bench/peers.sh, libuv, Go and a liburing
-#    loop, at 1, 100, 1000 and 10 000 connections), memory per idle
-#    coroutine (readers and sleepers, 16 KiB and 128 KiB stacks, with and
-#    without guard pages), callgrind instruction counts per switch and per
-#    echo round trip, and (with perf) system calls per echo request;
+#    loop, at 1, 100, 1000 and 10 000 connections), fairness under CPU
+#    starvation (first-byte latency of 500 and 1000 connections opened at
+#    once to a streaming server held to 5% of a CPU: st, a plain epoll loop,
+#    and that loop in State Threads' order), memory per idle coroutine
+#    (readers and sleepers, 16 KiB and 128 KiB stacks, with and without
+#    guard pages), callgrind instruction counts per switch and per echo
+#    round trip, and (with perf) system calls per echo request;
 # 3. prints one table: every figure and its ratio to the floor (the raw
 #    switch) or to the epoll baseline;
 # 4. writes build-bench/results.txt (raw RESULT/NOTE lines), build-bench/
@@ -22,13 +25,20 @@
 #
 # --rt runs the benchmarks (not the builds) at SCHED_FIFO priority 1 (needs
 # root): on a machine shared with other work, that work then only gets the
-# CPU time the kernel's real-time throttling leaves it (5% by default).
+# CPU time the kernel's real-time throttling leaves it (5% by default). The
+# fairness group's server then runs at SCHED_FIFO too, with a real-time
+# budget (cgroup v1 cpu.rt_runtime_us) instead of a CFS quota.
 #
 # --no-peers leaves out the peers (and installing their packages).
 #
-# About two minutes on two quiet cores, and two more with the peers.
-# Environment: ST_BENCH_BUILD_DIR (default build-bench; the second build is
-# that name with -noguard), CC (default gcc).
+# The fairness group creates a cgroup (or busy processes) to starve its
+# server and removes it when done; the exit trap below also removes any a
+# killed run left (st_bench_starve.<pid> under the cgroup mounts).
+# --no-fairness leaves the group out.
+#
+# About two and a half minutes on two quiet cores, and two more with the
+# peers. Environment: ST_BENCH_BUILD_DIR (default build-bench; the second
+# build is that name with -noguard), CC (default gcc).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -39,15 +49,17 @@ NOGUARD=$BUILD-noguard
 CALLGRIND=1
 MEMORY=1
 PEERS=1
+FAIRNESS=1
 RT=0
 for arg in "$@"; do
     case $arg in
         --no-callgrind) CALLGRIND=0 ;;
         --no-memory) MEMORY=0 ;;
         --no-peers) PEERS=0 ;;
+        --no-fairness) FAIRNESS=0 ;;
         --rt) RT=1 ;;
         *)
-            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-peers]" >&2
+            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness]" >&2
             exit 2
             ;;
     esac
@@ -77,6 +89,11 @@ server_pid=
 cleanup() {
     if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
     rm -rf "$TMP"
+    # Cgroups of fairness runs that were killed (their busy processes died with them).
+    local dir
+    for dir in /sys/fs/cgroup/st_bench_starve.* /sys/fs/cgroup/*/st_bench_starve.*; do
+        if [[ -d $dir && ! -d /proc/${dir##*.} ]]; then rmdir "$dir" 2>/dev/null || true; fi
+    done
 }
 trap cleanup EXIT
 
@@ -144,6 +161,13 @@ fi
 # All alternate in the same rounds, and every ratio is to the plain epoll loop.
 group "loopback echo: st, plain epoll, st on io_uring, peers" "$B" echo \
     --server "epoll,st,epoll-drain,st-io_uring$PEER_LIST" "${PEER_ARGS[@]}" --conns 1,100,1000,10000
+# A burst of new connections to a streaming server that gets 5% of a CPU:
+# how long each waits for its first byte, st against the plain epoll loop
+# and against that loop in State Threads' order (deadlines before I/O).
+if ((FAIRNESS)); then
+    group "fairness: first byte under CPU starvation" "$B" fairness --server epoll,st,epoll-timers \
+        --conns 500,1000 --share 5 --repeat 3
+fi
 # Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
 group "UDP, 64-byte datagrams: st_sendmmsg vs st_sendto" \
     "$BUILD/tools/examples/udp_batch" -n 200000 -b 32 -r 3

@@ -1,12 +1,18 @@
 /* Helpers shared by the benchmark groups: time, statistics, /proc, CPUs, output. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,6 +253,46 @@ void bench_pin(int cpu)
     }
 }
 
+void bench_set_nodelay(int fd)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int bench_set_nonblocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void bench_loopback_addr(struct sockaddr_in *addr, long port)
+{
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_port = htons((uint16_t)port);
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
+int bench_listen_loopback(long port, int backlog, unsigned *bound)
+{
+    int one = 1;
+    struct sockaddr_in addr;
+    socklen_t len = sizeof addr;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    bench_loopback_addr(&addr, port);
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, backlog) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+        (void)close(fd);
+        return -1;
+    }
+    *bound = ntohs(addr.sin_port);
+    return fd;
+}
+
 long bench_raise_fd_limit(void)
 {
     struct rlimit rl;
@@ -284,6 +330,25 @@ void bench_note(const char *fmt, ...)
     (void)fflush(stdout);
 }
 
+/* Whether `name` is in `list`: names separated by commas, or "both" (epoll, st) or "all". */
+bool bench_server_wanted(const char *list, const char *name)
+{
+    if (strcmp(list, "all") == 0) {
+        return true;
+    }
+    if (strcmp(list, "both") == 0) {
+        return strcmp(name, "epoll") == 0 || strcmp(name, "st") == 0;
+    }
+    size_t len = strlen(name);
+    for (const char *at = list; at != NULL; at = strchr(at, ',')) {
+        at += *at == ',';
+        if (strncmp(at, name, len) == 0 && (at[len] == ',' || at[len] == '\0')) {
+            return true;
+        }
+    }
+    return false;
+}
+
 long bench_parse_long(const char *s)
 {
     char *end = NULL;
@@ -305,14 +370,48 @@ unsigned long long bench_random(unsigned long long *state)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-int bench_in_child(int (*fn)(const void *arg), const void *arg)
+double bench_median_field(const void *items, size_t size, int n, size_t offset)
 {
-    int status = 0;
+    double values[BENCH_MAX_SAMPLES];
+    n = n < BENCH_MAX_SAMPLES ? n : BENCH_MAX_SAMPLES;
+    for (int k = 0; k < n; k++) {
+        values[k] = *(const double *)(const void *)((const char *)items + (size_t)k * size + offset);
+    }
+    return bench_median(values, n);
+}
+
+pid_t bench_fork(void)
+{
     (void)fflush(stdout);
     (void)fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         perror("bench: fork");
+    }
+    return pid;
+}
+
+void bench_say_ready(int fd)
+{
+    char c = 'r';
+    if (write(fd, &c, 1) != 1) {
+        perror("bench: ready pipe");
+    }
+    (void)close(fd);
+}
+
+void bench_stop_child(pid_t pid)
+{
+    (void)kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
+int bench_in_child(int (*fn)(const void *arg), const void *arg)
+{
+    int status = 0;
+    pid_t pid = bench_fork();
+    if (pid < 0) {
         return -1;
     }
     if (pid == 0) {
