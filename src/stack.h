@@ -131,6 +131,9 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size);
  * `unsplit` list for st__stack_split (see above). Cached stacks come first,
  * as always; without markers or guard pages it is st__stack_acquire.
  */
+/* Do quick stacks come from slabs with guard markers here? (Not without markers, nor under valgrind.) */
+bool st__stack_quick_in_slabs(void);
+
 struct st__stack *st__stack_acquire_quick(struct st__stack_pool *pool, size_t size);
 
 /* Whether stacks wait for st__stack_split. */
