@@ -258,6 +258,21 @@ static char *carve_guarded(struct st__stack_pool *pool, size_t map_size)
     return base;
 }
 
+bool st__stack_quick_in_slabs(void)
+{
+#if ST__HAVE_VALGRIND
+    /*
+     * Under valgrind the slab path costs several times what it saves: 9000
+     * quick stacks took 20 s there against 6 s made alone, nearly all of it
+     * system time. Burst stacks are made alone there.
+     */
+    if (RUNNING_ON_VALGRIND) {
+        return false;
+    }
+#endif
+    return st__stack_guard_markers_supported();
+}
+
 /* Whether the process may still give guarded stacks mappings of their own. */
 static bool alone_allowed(void)
 {
@@ -278,7 +293,7 @@ static char *map_range(struct st__stack_pool *pool, size_t map_size, bool quick,
         return carve(pool, map_size);
     }
     bool alone = alone_allowed();
-    if ((quick || !alone) && st__stack_guard_markers_supported()) {
+    if ((quick && st__stack_quick_in_slabs()) || (!alone && st__stack_guard_markers_supported())) {
         *unsplit = alone;
         return carve_guarded(pool, map_size);
     }
@@ -377,24 +392,9 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
     return acquire(pool, size, false);
 }
 
-bool st__stack_quick_in_slabs(void)
-{
-#if ST__HAVE_VALGRIND
-    /*
-     * Under valgrind the slab path costs several times what it saves: 9000
-     * quick stacks took 20 s there against 6 s made alone, nearly all of it
-     * system time. Burst stacks are made alone there.
-     */
-    if (RUNNING_ON_VALGRIND) {
-        return false;
-    }
-#endif
-    return st__stack_guard_markers_supported();
-}
-
 struct st__stack *st__stack_acquire_quick(struct st__stack_pool *pool, size_t size)
 {
-    return acquire(pool, size, st__stack_quick_in_slabs());
+    return acquire(pool, size, true);
 }
 
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)
