@@ -22,20 +22,32 @@
 struct st__sched;
 struct st__pollq;
 
-/* One socket I/O operation of io.c, for a backend that submits operations (submit_io). */
+/*
+ * One I/O operation, for a backend that submits operations (submit_io):
+ * socket I/O of io.c, and file I/O (a regular file or block device).
+ */
 enum st__io_kind {
     ST__IO_RECV,    /* buf, len, flags */
     ST__IO_SEND,    /* buf, len, flags */
     ST__IO_RECVMSG, /* msg, flags */
     ST__IO_SENDMSG, /* msg, flags */
+    ST__IO_READ,    /* file: buf, len, offset */
+    ST__IO_WRITE,   /* file: buf, len, offset */
+    ST__IO_READV,   /* file: buf is the struct iovec array, len its count, offset */
+    ST__IO_WRITEV,  /* file: as READV */
+    ST__IO_FSYNC,   /* file: flags ST__IO_DATASYNC for fdatasync */
 };
+
+/* ST__IO_FSYNC of the data only (fdatasync). */
+#define ST__IO_DATASYNC 1
 
 struct st__io_req {
     enum st__io_kind kind;
-    int flags;          /* MSG_* */
+    int flags;          /* MSG_* for sockets; ST__IO_DATASYNC for ST__IO_FSYNC */
     void *buf;
     size_t len;
     struct msghdr *msg; /* only read from for ST__IO_SENDMSG */
+    off_t offset;       /* file operations: where, or -1 for the file position */
 };
 
 /* submit_io did nothing: the caller takes the readiness path for this call. */
