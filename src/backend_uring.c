@@ -93,7 +93,11 @@ static void load_liburing(void)
                  bind_symbol(h, "io_uring_submit_and_wait_timeout", &st__uring_lib.submit_and_wait_timeout,
                       sizeof(st__uring_lib.submit_and_wait_timeout)) &&
                  bind_symbol(h, "io_uring_peek_batch_cqe", &st__uring_lib.peek_batch_cqe,
-                      sizeof(st__uring_lib.peek_batch_cqe));
+                      sizeof(st__uring_lib.peek_batch_cqe)) &&
+                 bind_symbol(h, "io_uring_get_probe_ring", &st__uring_lib.get_probe_ring,
+                      sizeof(st__uring_lib.get_probe_ring)) &&
+                 bind_symbol(h, "io_uring_free_probe", &st__uring_lib.free_probe,
+                      sizeof(st__uring_lib.free_probe));
     if (!lib_loaded) {
         (void)dlclose(h); /* unusable without every function; a retry opens it again */
     }
@@ -187,8 +191,7 @@ static int uring_init(struct st__sched *sched)
     st__list_init(&st->dirty);
     st__fdtable_init(&st->watches, sizeof(struct st__uring_watch), watch_init);
     st->sched = sched;
-    /* Without the kernel's own polling, every socket operation would hold a kernel thread. */
-    st->ops_enabled = (st->ring.features & IORING_FEAT_FAST_POLL) != 0;
+    st__uring_probe_ops(st);
     sched->backend_state = st;
     return 0;
 }
@@ -482,7 +485,9 @@ static void uring_fd_free(struct st__sched *sched, int osfd)
 static int uring_fd_close(struct st__sched *sched, int osfd)
 {
     const struct st__uring_state *st = sched->backend_state;
-    if (st__fdwatch_busy(&st->watches, osfd)) {
+    struct st__fdwatch *w = st__fdwatch_find(&st->watches, osfd);
+    /* Waited on, or an operation in flight (submitted by a caller that did not enter the netfd). */
+    if (w != NULL && (!st__list_empty(&w->waiters) || !st__list_empty(&uring_watch(w)->ops))) {
         errno = EBUSY;
         return -1;
     }

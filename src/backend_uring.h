@@ -1,7 +1,7 @@
 /*
  * What the io_uring backend (backend_uring.c: readiness, the ring, the
- * dispatch) shares with its operation engine (uring_io.c: socket reads and
- * writes as submitted requests).
+ * dispatch) shares with its operation engine (uring_io.c: socket and file
+ * reads and writes, and fsyncs, as submitted requests).
  *
  * Every request carries a user_data whose two low bits say what completes:
  * a poll of a descriptor (fd << 32 | generation << 1: bit 0 clear), an
@@ -70,6 +70,8 @@ struct st__uring_op {
     bool draining;               /* its coroutine waits for the completions, whatever comes */
     bool cancel_hit;             /* a cancellation found it: its completion follows */
     bool cancel_missed;          /* a cancellation did not find it: try again later */
+    bool file;                   /* a file operation (teardown waits for it without bound) */
+    bool fd_freed;               /* the netfd let go of the descriptor: never submitted again */
 };
 
 struct st__uring_state {
@@ -79,6 +81,8 @@ struct st__uring_state {
     struct st__list dirty; /* struct st__uring_watch whose request must be armed or replaced */
     size_t ops_in_flight;  /* operations whose completion was not reaped yet */
     bool ops_enabled;      /* the kernel runs socket operations without a thread each */
+    bool file_position;    /* file operations take offset -1 for the file position */
+    unsigned file_kinds;   /* 1U << ST__IO_READ... for the file operations the kernel has */
     bool in_dispatch;
     bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
     struct io_uring_cqe *cqes[ST__URING_CQE_BATCH];
@@ -90,6 +94,9 @@ extern struct st__liburing_api st__uring_lib;
 /* Room for `need` SQEs, submitting what is queued if the ring is full. */
 bool st__uring_sq_room(struct st__uring_state *st, unsigned need);
 
+/* What the engine can submit on this ring's kernel (uring_init, once the ring is made). */
+void st__uring_probe_ops(struct st__uring_state *st);
+
 /* The backend's submit_io (uring_io.c). */
 ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__io_req *req,
                             st_utime_t timeout);
@@ -97,7 +104,10 @@ ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__
 /* The completion of an operation or of a cancellation (tagged user_data `data`). */
 void st__uring_op_complete(struct st__uring_state *st, uint64_t data, int res);
 
-/* Queue the cancellation of every operation in flight on `w` (st_netfd_free). */
+/*
+ * Queue the cancellation of every operation in flight on `w` (st_netfd_free):
+ * none of them is submitted again.
+ */
 void st__uring_cancel_ops(struct st__uring_state *st, struct st__uring_watch *w);
 
 /* Teardown: cancel every operation in flight and reap their completions. */

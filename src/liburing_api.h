@@ -19,6 +19,8 @@ struct st__liburing_api {
     int (*submit_and_wait_timeout)(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
                                    unsigned wait_nr, struct __kernel_timespec *ts, sigset_t *sigmask);
     unsigned (*peek_batch_cqe)(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned count);
+    struct io_uring_probe *(*get_probe_ring)(struct io_uring *ring);
+    void (*free_probe)(struct io_uring_probe *probe);
 };
 
 #endif /* ST__LIBURING_API_H */

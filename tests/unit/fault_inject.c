@@ -196,9 +196,27 @@ static unsigned shim_peek_batch_cqe(struct io_uring *ring, struct io_uring_cqe *
             cqes[i]->res = -faults[F_io_uring_cqe_res].err;
         } else if (st__uring_udata_is_cancel(data) && shim_fails(F_io_uring_cancel_res)) {
             cqes[i]->res = -faults[F_io_uring_cancel_res].err;
+        } else if ((data & ST__URING_TAG_MASK) == ST__URING_TAG_OP && shim_fails(F_io_uring_op_res)) {
+            cqes[i]->res = -faults[F_io_uring_op_res].err;
         }
     }
     return n;
+}
+
+static struct io_uring_probe *shim_get_probe_ring(struct io_uring *ring)
+{
+    if (shim_fails(F_io_uring_get_probe_ring)) {
+        return NULL; /* as liburing says that the kernel has no probe, or memory ran out */
+    }
+    struct io_uring_probe *probe = real_api.get_probe_ring(ring);
+    fault_log.probes_got += probe != NULL;
+    return probe;
+}
+
+static void shim_free_probe(struct io_uring_probe *probe)
+{
+    fault_log.probes_freed++;
+    real_api.free_probe(probe);
 }
 
 /* dlsym returns object pointers; POSIX makes them hold function pointers, byte for byte. */
@@ -229,6 +247,8 @@ void *__wrap_dlsym(void *handle, const char *name)
     INTERPOSE("io_uring_submit_and_wait_timeout", submit_and_wait_timeout,
               shim_submit_and_wait_timeout)
     INTERPOSE("io_uring_peek_batch_cqe", peek_batch_cqe, shim_peek_batch_cqe)
+    INTERPOSE("io_uring_get_probe_ring", get_probe_ring, shim_get_probe_ring)
+    INTERPOSE("io_uring_free_probe", free_probe, shim_free_probe)
     fault_log.unshimmed_lookups++;
     return sym;
 }

@@ -131,6 +131,8 @@ struct fault_log {
     int rings_exited;      /* every ring st made is gone */
     struct fault_ring_request ring_requests[8]; /* attempt by attempt */
     int nring_requests;
+    int probes_got;   /* probes io_uring_get_probe_ring handed out, */
+    int probes_freed; /* and those given back to io_uring_free_probe */
 };
 
 extern struct fault_log fault_log;
