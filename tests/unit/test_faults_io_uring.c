@@ -36,6 +36,7 @@
 #include "st_config.h"
 
 #if ST__HAVE_IO_URING
+#include "backend_uring.h"
 #include "liburing_api.h"
 #endif
 
@@ -759,6 +760,258 @@ Test(faults_io_uring, a_cancellation_whose_submission_fails_goes_with_the_next)
         disarm(F_io_uring_submit);
     }
     close_pair(&p);
+    expect_usable_then_clean_destroy(before);
+}
+
+/* ---- file operations: reads, writes and fsyncs as submitted requests ------------------- */
+
+/* One file operation through the backend, as the file I/O functions make it. */
+static ssize_t file_op(int fd, enum st__io_kind kind, const char *buf, size_t len, off_t offset,
+                       st_utime_t timeout)
+{
+    struct st__sched *sched = st__sched_peek();
+    struct st__io_req req = {
+        .kind = kind, .buf = (void *)(uintptr_t)buf, .len = len, .offset = offset};
+    errno = 0;
+    return sched->backend->submit_io(sched, fd, &req, timeout);
+}
+
+/* A temporary file, unlinked, as a plain descriptor. */
+static int temp_file(void)
+{
+    char path[] = "/tmp/st_faults_uring_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+    cr_assert_eq(unlink(path), 0);
+    return fd;
+}
+
+/* The file holds `want` (NUL-terminated) and nothing more. */
+static void expect_file(int fd, const char *want)
+{
+    char got[64];
+    memset(got, 0, sizeof(got));
+    ssize_t n = pread(fd, got, sizeof(got) - 1, 0);
+    cr_expect_eq(n, (ssize_t)strlen(want), "the file holds %zd bytes (%s)", n, got);
+    cr_expect_str_eq(got, want);
+}
+
+/* The kernel has io_uring's file operations, or the test skips and says why. */
+static struct st__uring_state *file_ops_or_skip(void)
+{
+    struct st__uring_state *st = st__sched_peek()->backend_state;
+    if (st->file_kinds == 0 || !st->file_position) {
+        cr_skip_test("this kernel lacks io_uring's file operations: they are left to the caller");
+    }
+    return st;
+}
+
+Test(faults_io_uring, a_failed_probe_leaves_file_operations_to_the_caller)
+{
+    int before = open_fd_count();
+    select_uring();
+    arm(F_io_uring_get_probe_ring, 1, ENOMEM);
+    cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
+    cr_expect(fired(F_io_uring_get_probe_ring));
+    int fd = temp_file();
+    cr_expect_eq(file_op(fd, ST__IO_WRITE, "abc", 3, 0, ST_UTIME_NO_TIMEOUT), ST__IO_NOT_SUBMITTED);
+    cr_expect_eq(file_op(fd, ST__IO_FSYNC, NULL, 0, 0, ST_UTIME_NO_TIMEOUT), ST__IO_NOT_SUBMITTED);
+    expect_file(fd, "");
+    expect_usable(); /* sockets' operations do not depend on the probe */
+    st_destroy();
+
+    init_uring();
+    (void)file_ops_or_skip();
+    cr_expect_eq(file_op(fd, ST__IO_WRITE, "abc", 3, 0, ST_UTIME_NO_TIMEOUT), 3);
+    expect_file(fd, "abc");
+    cr_assert_eq(close(fd), 0);
+    expect_usable_then_clean_destroy(before);
+    cr_expect_gt(fault_log.probes_got, 0);
+    cr_expect_eq(fault_log.probes_freed, fault_log.probes_got, "every probe was given back");
+}
+
+Test(faults_io_uring, a_file_operation_without_room_or_memory_is_left_to_the_caller)
+{
+    int before = open_fd_count();
+    init_small_ring();
+    struct st__uring_state *st = file_ops_or_skip();
+    int fd = temp_file();
+
+    /* The submission queue is full and making room fails: nothing is done. */
+    while (io_uring_sq_space_left(&st->ring) > 0) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data64(sqe, ST__URING_UDATA_IGNORED);
+    }
+    static const int errs[] = {EBUSY, EAGAIN};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        arm(F_io_uring_submit, 1, errs[e]);
+        cr_expect_eq(file_op(fd, ST__IO_WRITE, "abc", 3, -1, ST_UTIME_NO_TIMEOUT),
+                     ST__IO_NOT_SUBMITTED, "%s", strerror(errs[e]));
+        cr_expect(fired(F_io_uring_submit));
+        cr_expect_eq(file_op(fd, ST__IO_FSYNC, NULL, 0, 0, 0), ST__IO_NOT_SUBMITTED, "timeout 0");
+    }
+    cr_expect_eq(st->ops_in_flight, 0);
+    expect_file(fd, "");
+    cr_expect_eq(lseek(fd, 0, SEEK_CUR), 0);
+    cr_expect_eq(file_op(fd, ST__IO_WRITE, "abc", 3, -1, ST_UTIME_NO_TIMEOUT), 3,
+                 "room is made once submitting works");
+    expect_file(fd, "abc");
+
+    /* A descriptor in a chunk of the table not allocated yet, and no memory for it. */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 300);
+    cr_assert_geq(high, 300, "F_DUPFD: %s", strerror(errno));
+    arm(F_calloc, 1, ENOMEM);
+    cr_expect_eq(file_op(high, ST__IO_WRITE, "def", 3, 3, ST_UTIME_NO_TIMEOUT),
+                 ST__IO_NOT_SUBMITTED);
+    cr_expect(fired(F_calloc));
+    expect_file(fd, "abc");
+    cr_expect_eq(file_op(high, ST__IO_WRITE, "def", 3, 3, ST_UTIME_NO_TIMEOUT), 3);
+    expect_file(fd, "abcdef");
+    cr_assert_eq(close(high), 0);
+    cr_assert_eq(close(fd), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
+Test(faults_io_uring, a_file_operation_whose_submission_fails_goes_with_the_next)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)file_ops_or_skip();
+    int fd = temp_file();
+    static const int errs[] = {EINTR, EBUSY, EAGAIN, ENOMEM};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        arm(F_io_uring_submit_and_wait_timeout, 1, errs[e]);
+        arm(F_io_uring_submit, 1, errs[e]);
+        cr_expect_eq(file_op(fd, ST__IO_WRITE, "ab", 2, (off_t)(2 * e), ST_UTIME_NO_TIMEOUT), 2,
+                     "%s: %s", strerror(errs[e]), strerror(errno));
+        cr_expect(fired(F_io_uring_submit_and_wait_timeout), "%s", strerror(errs[e]));
+        cr_expect(fired(F_io_uring_submit), "%s", strerror(errs[e]));
+    }
+    expect_file(fd, "abababab");
+    cr_assert_eq(close(fd), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
+Test(faults_io_uring, eagain_and_eintr_from_a_file_operation_submit_it_again)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)file_ops_or_skip();
+    int fd = temp_file();
+    static const int errs[] = {EAGAIN, EINTR};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        /* Three completions in a row say it did nothing: the fourth submission's result counts. */
+        arm_times(F_io_uring_op_res, 1, errs[e], 3);
+        cr_expect_eq(file_op(fd, ST__IO_WRITE, "xyz", 3, 0, ST_UTIME_NO_TIMEOUT), 3, "%s: %s",
+                     strerror(errs[e]), strerror(errno));
+        cr_expect(fired(F_io_uring_op_res));
+        cr_expect_eq(faults[F_io_uring_op_res].calls, 4, "%s: submitted %d times",
+                     strerror(errs[e]), faults[F_io_uring_op_res].calls);
+        arm(F_io_uring_op_res, 1, errs[e]);
+        cr_expect_eq(file_op(fd, ST__IO_FSYNC, NULL, 0, 0, ST_UTIME_NO_TIMEOUT), 0);
+        cr_expect_eq(faults[F_io_uring_op_res].calls, 2);
+    }
+    expect_file(fd, "xyz");
+
+    /* For ever: the deadline still holds, across the submissions. */
+    arm_times(F_io_uring_op_res, 1, EAGAIN, INT_MAX);
+    st_utime_t start = st_utime();
+    EXPECT_FAIL(file_op(fd, ST__IO_READ, "", 0, 0, 20000), ETIME);
+    cr_expect_geq(st_utime() - start, 20000);
+    cr_expect_gt(faults[F_io_uring_op_res].calls, 1);
+    disarm(F_io_uring_op_res);
+
+    /* Other errors are the call's. */
+    arm(F_io_uring_op_res, 1, EIO);
+    EXPECT_FAIL(file_op(fd, ST__IO_FSYNC, NULL, 0, 0, ST_UTIME_NO_TIMEOUT), EIO);
+    cr_expect_eq(faults[F_io_uring_op_res].calls, 1, "not submitted again");
+    cr_assert_eq(close(fd), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
+/* A coroutine reading from the pipe behind `in` with a file operation (at the file position). */
+struct file_reader {
+    int fd;
+    st_utime_t timeout;
+    ssize_t got;
+    int err;
+};
+
+static void *read_file_op(void *arg)
+{
+    struct file_reader *r = arg;
+    char buf[16];
+    memset(buf, 0, sizeof(buf));
+    r->got = file_op(r->fd, ST__IO_READ, buf, sizeof(buf), -1, r->timeout);
+    r->err = errno;
+    return NULL;
+}
+
+static st_thread_t start_file_reader(struct file_reader *r, int fd, st_utime_t timeout)
+{
+    *r = (struct file_reader){.fd = fd, .timeout = timeout, .got = -2};
+    st_thread_t t = st_thread_create(read_file_op, r, 1, 0);
+    cr_assert_not_null(t);
+    cr_assert_eq(st_usleep(2000), 0); /* the read is in the kernel, which keeps it pending */
+    return t;
+}
+
+Test(faults_io_uring, a_file_operation_whose_cancellation_misses_still_ends)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)file_ops_or_skip();
+    int pv[2];
+    cr_assert_eq(pipe(pv), 0);
+    st_netfd_t in = st_netfd_open(pv[0]);
+    cr_assert_not_null(in);
+    static const int errs[] = {ENOENT, EALREADY, EINVAL};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        /* As for a read a kernel worker runs: the read's own completion still ends the wait. */
+        arm(F_io_uring_cancel_res, 1, errs[e]);
+        struct file_reader r;
+        st_thread_t t = start_file_reader(&r, pv[0], 10000);
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_expect(fired(F_io_uring_cancel_res), "%s", strerror(errs[e]));
+        cr_expect_eq(r.got, -1);
+        cr_expect_eq(r.err, ETIME, "%s: %s", strerror(errs[e]), strerror(r.err));
+    }
+    cr_assert_eq(write(pv[1], "ping", 4), 4);
+    struct file_reader r;
+    st_thread_t t = start_file_reader(&r, pv[0], 1000000);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect_eq(r.got, 4, "the data written after the cancellations is read");
+    cr_expect_eq(st_netfd_close(in), 0);
+    cr_assert_eq(close(pv[1]), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
+Test(faults_io_uring, a_file_operation_the_netfd_let_go_of_is_not_submitted_again)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)file_ops_or_skip();
+    int pv[2];
+    cr_assert_eq(pipe(pv), 0);
+    st_netfd_t in = st_netfd_open(pv[0]);
+    cr_assert_not_null(in);
+    struct file_reader r;
+    st_thread_t t = start_file_reader(&r, pv[0], ST_UTIME_NO_TIMEOUT);
+    /* Cancelled by st_netfd_free, the read says it was interrupted, as a running one may. */
+    arm(F_io_uring_op_res, 1, EINTR);
+    st_netfd_free(in);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect(fired(F_io_uring_op_res));
+    cr_expect_eq(r.got, -1);
+    cr_expect_eq(r.err, ECANCELED, "%s", strerror(r.err));
+    /* No read was left in the kernel to take this. */
+    cr_assert_eq(write(pv[1], "kept", 4), 4);
+    char buf[8] = {0};
+    cr_expect_eq(read(pv[0], buf, sizeof(buf)), 4);
+    cr_expect_str_eq(buf, "kept");
+    cr_assert_eq(close(pv[0]), 0);
+    cr_assert_eq(close(pv[1]), 0);
     expect_usable_then_clean_destroy(before);
 }
 
