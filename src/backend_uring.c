@@ -1,10 +1,11 @@
 /*
- * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes are
- * requests the kernel carries out, submitted with the dispatch's wait
- * (submit_io, the engine in uring_io.c); everything else (st_poll,
- * st_netfd_poll, accept, connect, descriptors that are no sockets) waits
- * for readiness through one-shot IORING_OP_POLL_ADD requests, and the I/O
- * functions then try the system call, as on the other event systems.
+ * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes, and
+ * the reads, writes and fsyncs of files, are requests the kernel carries
+ * out, submitted with the dispatch's wait (submit_io, the engine in
+ * uring_io.c); everything else (st_poll, st_netfd_poll, accept, connect,
+ * descriptors that are neither sockets nor files) waits for readiness
+ * through one-shot IORING_OP_POLL_ADD requests, and the I/O functions then
+ * try the system call, as on the other event systems.
  *
  * Scheduling order differs from epoll's: a submitted read completes at the
  * next dispatch even when its data is already there, so the caller always
