@@ -187,13 +187,16 @@ Test(uring_file, vectored_reads_and_writes)
     (void)start_uring();
     st_netfd_t nfd = temp_netfd();
     int fd = st_netfd_fileno(nfd);
-    char a[] = "one ", b[] = "two ", c[] = "three";
+    char a[] = "one ";
+    char b[] = "two ";
+    char c[] = "three";
     struct iovec out[] = {{a, 4}, {b, 4}, {c, 5}};
     cr_expect_eq(submit(fd, ST__IO_WRITEV, out, 3, 2, ST_UTIME_NO_TIMEOUT), 13);
     expect_contents(fd, 0, "\0\0one two three", 15);
     cr_expect_eq(lseek(fd, 0, SEEK_CUR), 0);
 
-    char x[6], y[32];
+    char x[6];
+    char y[32];
     memset(x, '#', sizeof(x));
     memset(y, '#', sizeof(y));
     struct iovec in[] = {{x, 5}, {y, sizeof(y)}};
@@ -385,11 +388,11 @@ Test(uring_file, other_coroutines_run_while_an_operation_is_in_flight)
 
 /* Coroutines with operations on one file at once: each gets its own result. */
 struct reader {
-    int fd;
     off_t offset;
-    char buf[8];
     ssize_t got;
+    int fd;
     int err;
+    char buf[8];
 };
 
 static void *read_at(void *arg)
