@@ -132,12 +132,19 @@ static void *read_message(void *arg)
     return NULL;
 }
 
-static st_thread_t start_reader(struct reader *r, st_netfd_t fd, st_utime_t timeout)
+/* A coroutine running `body` (read_message...) on `r`. */
+static st_thread_t start_reader_with(void *(*body)(void *), struct reader *r, st_netfd_t fd,
+                                     st_utime_t timeout)
 {
     *r = (struct reader){.fd = fd, .timeout = timeout, .got = -2};
-    st_thread_t t = st_thread_create(read_message, r, 1, 0);
+    st_thread_t t = st_thread_create(body, r, 1, 0);
     cr_assert_not_null(t, "st_thread_create: %s", strerror(errno));
     return t;
+}
+
+static st_thread_t start_reader(struct reader *r, st_netfd_t fd, st_utime_t timeout)
+{
+    return start_reader_with(read_message, r, fd, timeout);
 }
 
 static void expect_read(st_thread_t t, const struct reader *r, ssize_t want, const char *what)
@@ -806,6 +813,23 @@ static struct st__uring_state *file_ops_or_skip(void)
     return st;
 }
 
+/* Counts the descriptors open before the test, then makes an io_uring scheduler and a file. */
+static int init_uring_with_file(int *fd)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)file_ops_or_skip();
+    *fd = temp_file();
+    return before;
+}
+
+/* Closes the test's file, then checks the scheduler and that no descriptor is left. */
+static void close_file_then_clean_destroy(int fd, int before)
+{
+    cr_assert_eq(close(fd), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
 Test(faults_io_uring, a_failed_probe_leaves_file_operations_to_the_caller)
 {
     int before = open_fd_count();
@@ -824,8 +848,7 @@ Test(faults_io_uring, a_failed_probe_leaves_file_operations_to_the_caller)
     (void)file_ops_or_skip();
     cr_expect_eq(file_op(fd, ST__IO_WRITE, "abc", 3, 0, ST_UTIME_NO_TIMEOUT), 3);
     expect_file(fd, "abc");
-    cr_assert_eq(close(fd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_file_then_clean_destroy(fd, before);
     cr_expect_gt(fault_log.probes_got, 0);
     cr_expect_eq(fault_log.probes_freed, fault_log.probes_got, "every probe was given back");
 }
@@ -869,16 +892,13 @@ Test(faults_io_uring, a_file_operation_without_room_or_memory_is_left_to_the_cal
     cr_expect_eq(file_op(high, ST__IO_WRITE, "def", 3, 3, ST_UTIME_NO_TIMEOUT), 3);
     expect_file(fd, "abcdef");
     cr_assert_eq(close(high), 0);
-    cr_assert_eq(close(fd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_file_then_clean_destroy(fd, before);
 }
 
 Test(faults_io_uring, a_file_operation_whose_submission_fails_goes_with_the_next)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)file_ops_or_skip();
-    int fd = temp_file();
+    int fd;
+    int before = init_uring_with_file(&fd);
     static const int errs[] = {EINTR, EBUSY, EAGAIN, ENOMEM};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         arm(F_io_uring_submit_and_wait_timeout, 1, errs[e]);
@@ -889,16 +909,13 @@ Test(faults_io_uring, a_file_operation_whose_submission_fails_goes_with_the_next
         cr_expect(fired(F_io_uring_submit), "%s", strerror(errs[e]));
     }
     expect_file(fd, "abababab");
-    cr_assert_eq(close(fd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_file_then_clean_destroy(fd, before);
 }
 
 Test(faults_io_uring, eagain_and_eintr_from_a_file_operation_submit_it_again)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)file_ops_or_skip();
-    int fd = temp_file();
+    int fd;
+    int before = init_uring_with_file(&fd);
     static const int errs[] = {EAGAIN, EINTR};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         /* Three completions in a row say it did nothing: the fourth submission's result counts. */
@@ -926,60 +943,59 @@ Test(faults_io_uring, eagain_and_eintr_from_a_file_operation_submit_it_again)
     arm(F_io_uring_op_res, 1, EIO);
     EXPECT_FAIL(file_op(fd, ST__IO_FSYNC, NULL, 0, 0, ST_UTIME_NO_TIMEOUT), EIO);
     cr_expect_eq(faults[F_io_uring_op_res].calls, 1, "not submitted again");
-    cr_assert_eq(close(fd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_file_then_clean_destroy(fd, before);
 }
 
-/* A coroutine reading from the pipe behind `in` with a file operation (at the file position). */
-struct file_reader {
-    int fd;
-    st_utime_t timeout;
-    ssize_t got;
-    int err;
-};
-
+/* A coroutine reading with a file operation (at the file position) from the descriptor of r->fd. */
 static void *read_file_op(void *arg)
 {
-    struct file_reader *r = arg;
+    struct reader *r = arg;
     char buf[16];
     memset(buf, 0, sizeof(buf));
-    r->got = file_op(r->fd, ST__IO_READ, buf, sizeof(buf), -1, r->timeout);
+    r->got = file_op(st_netfd_fileno(r->fd), ST__IO_READ, buf, sizeof(buf), -1, r->timeout);
     r->err = errno;
     return NULL;
 }
 
-static st_thread_t start_file_reader(struct file_reader *r, int fd, st_utime_t timeout)
+/* Such a coroutine on the pipe behind `in`, its read in the kernel, which keeps it pending. */
+static st_thread_t start_file_reader(struct reader *r, st_netfd_t in, st_utime_t timeout)
 {
-    *r = (struct file_reader){.fd = fd, .timeout = timeout, .got = -2};
-    st_thread_t t = st_thread_create(read_file_op, r, 1, 0);
-    cr_assert_not_null(t);
-    cr_assert_eq(st_usleep(2000), 0); /* the read is in the kernel, which keeps it pending */
+    st_thread_t t = start_reader_with(read_file_op, r, in, timeout);
+    cr_assert_eq(st_usleep(2000), 0);
     return t;
 }
 
-Test(faults_io_uring, a_file_operation_whose_cancellation_misses_still_ends)
+/* Counts the descriptors open before the test, then makes an io_uring scheduler and a pipe. */
+static int init_uring_with_pipe(int pv[2], st_netfd_t *in)
 {
     int before = open_fd_count();
     init_uring();
     (void)file_ops_or_skip();
-    int pv[2];
     cr_assert_eq(pipe(pv), 0);
-    st_netfd_t in = st_netfd_open(pv[0]);
-    cr_assert_not_null(in);
+    *in = st_netfd_open(pv[0]);
+    cr_assert_not_null(*in);
+    return before;
+}
+
+Test(faults_io_uring, a_file_operation_whose_cancellation_misses_still_ends)
+{
+    int pv[2];
+    st_netfd_t in;
+    int before = init_uring_with_pipe(pv, &in);
     static const int errs[] = {ENOENT, EALREADY, EINVAL};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         /* As for a read a kernel worker runs: the read's own completion still ends the wait. */
         arm(F_io_uring_cancel_res, 1, errs[e]);
-        struct file_reader r;
-        st_thread_t t = start_file_reader(&r, pv[0], 10000);
+        struct reader r;
+        st_thread_t t = start_file_reader(&r, in, 10000);
         cr_assert_eq(st_thread_join(t, NULL), 0);
         cr_expect(fired(F_io_uring_cancel_res), "%s", strerror(errs[e]));
         cr_expect_eq(r.got, -1);
         cr_expect_eq(r.err, ETIME, "%s: %s", strerror(errs[e]), strerror(r.err));
     }
     cr_assert_eq(write(pv[1], "ping", 4), 4);
-    struct file_reader r;
-    st_thread_t t = start_file_reader(&r, pv[0], 1000000);
+    struct reader r;
+    st_thread_t t = start_file_reader(&r, in, 1000000);
     cr_assert_eq(st_thread_join(t, NULL), 0);
     cr_expect_eq(r.got, 4, "the data written after the cancellations is read");
     cr_expect_eq(st_netfd_close(in), 0);
@@ -989,15 +1005,11 @@ Test(faults_io_uring, a_file_operation_whose_cancellation_misses_still_ends)
 
 Test(faults_io_uring, a_file_operation_the_netfd_let_go_of_is_not_submitted_again)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)file_ops_or_skip();
     int pv[2];
-    cr_assert_eq(pipe(pv), 0);
-    st_netfd_t in = st_netfd_open(pv[0]);
-    cr_assert_not_null(in);
-    struct file_reader r;
-    st_thread_t t = start_file_reader(&r, pv[0], ST_UTIME_NO_TIMEOUT);
+    st_netfd_t in;
+    int before = init_uring_with_pipe(pv, &in);
+    struct reader r;
+    st_thread_t t = start_file_reader(&r, in, ST_UTIME_NO_TIMEOUT);
     /* Cancelled by st_netfd_free, the read says it was interrupted, as a running one may. */
     arm(F_io_uring_op_res, 1, EINTR);
     st_netfd_free(in);

@@ -121,6 +121,21 @@ static st_netfd_t temp_netfd(void)
     return nfd;
 }
 
+/* An io_uring scheduler (or the test skips) and a temporary file as a netfd: its descriptor. */
+static int start_with_file(st_netfd_t *nfd)
+{
+    (void)start_uring();
+    *nfd = temp_netfd();
+    return st_netfd_fileno(*nfd);
+}
+
+/* The end of a test: the netfd closes (no operation is left on it) and the scheduler goes. */
+static void close_and_destroy(st_netfd_t nfd)
+{
+    cr_expect_eq(st_netfd_close(nfd), 0, "close: %s", strerror(errno));
+    st_destroy();
+}
+
 /* What the file holds from `offset`, read with pread(2): `want` exactly. */
 static void expect_contents(int fd, off_t offset, const char *want, size_t len)
 {
@@ -136,9 +151,8 @@ static void expect_contents(int fd, off_t offset, const char *want, size_t len)
 
 Test(uring_file, reads_and_writes_at_offsets_leave_the_file_position_alone)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     cr_expect_eq(file_write(fd, "hello world", 0), 11);
     cr_expect_eq(file_write(fd, "XY", 20), 2, "a write past the end leaves a hole");
     expect_contents(fd, 0, "hello world\0\0\0\0\0\0\0\0\0XY", 22);
@@ -152,15 +166,13 @@ Test(uring_file, reads_and_writes_at_offsets_leave_the_file_position_alone)
     cr_expect_eq(file_read(fd, buf, 10, 1000), 0, "a read past the end too");
     cr_expect_eq(lseek(fd, 0, SEEK_CUR), 0, "offsets leave the file position alone");
     cr_expect_eq(file_read(fd, buf, 0, 0), 0, "nothing asked, nothing read");
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 Test(uring_file, the_file_position_advances_and_sequential_operations_see_each_other)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     cr_expect_eq(file_write(fd, "abc", -1), 3);
     cr_expect_eq(lseek(fd, 0, SEEK_CUR), 3);
     cr_expect_eq(file_write(fd, "defgh", -1), 5, "appended where the first ended");
@@ -178,15 +190,13 @@ Test(uring_file, the_file_position_advances_and_sequential_operations_see_each_o
     cr_expect_eq(file_read(fd, buf, 8, -1), 0);
     cr_expect_eq(lseek(fd, 0, SEEK_CUR), 8);
     expect_contents(fd, 0, "abcdefgH", 8);
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 Test(uring_file, vectored_reads_and_writes)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     char a[] = "one ";
     char b[] = "two ";
     char c[] = "three";
@@ -222,22 +232,19 @@ Test(uring_file, vectored_reads_and_writes)
                  -1, "a count beyond 32 bits is not cut down to one vector");
     cr_expect_eq(errno, EINVAL);
     expect_contents(fd, 0, "one two o three", 15);
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 Test(uring_file, fsync_and_fdatasync)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     cr_expect_eq(file_write(fd, "durable", 0), 7);
     cr_expect_eq(file_sync(fd, 0), 0, "fsync: %s", strerror(errno));
     cr_expect_eq(file_write(fd, "!", 7), 1);
     cr_expect_eq(file_sync(fd, ST__IO_DATASYNC), 0, "fdatasync: %s", strerror(errno));
     expect_contents(fd, 0, "durable!", 8);
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 Test(uring_file, the_kernels_errors_are_returned_as_errno)
@@ -321,9 +328,8 @@ Test(uring_file, a_descriptor_without_a_record_gets_one)
 
 Test(uring_file, a_pending_interrupt_or_a_zero_timeout_leaves_the_call_to_the_caller)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     char buf[8];
     memset(buf, '#', sizeof(buf));
 
@@ -342,8 +348,7 @@ Test(uring_file, a_pending_interrupt_or_a_zero_timeout_leaves_the_call_to_the_ca
 
     cr_expect_eq(file_write(fd, "more", -1), 4);
     expect_contents(fd, 0, "donemore", 8);
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 /* ---- other coroutines run while an operation is in flight ----------------------------- */
@@ -367,9 +372,8 @@ static void *mark_ran(void *arg)
 
 Test(uring_file, other_coroutines_run_while_an_operation_is_in_flight)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     static char block[1 << 16];
     memset(block, 'b', sizeof(block));
     for (off_t off = 0; off < 16 * (off_t)sizeof(block); off += (off_t)sizeof(block)) {
@@ -382,8 +386,7 @@ Test(uring_file, other_coroutines_run_while_an_operation_is_in_flight)
     cr_expect_str_eq(buf, "bbbb");
     EXPECT_OTHERS_RUN(file_write(fd, "x", 0), "write");
     EXPECT_OTHERS_RUN(file_sync(fd, ST__IO_DATASYNC), "fdatasync");
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 /* Coroutines with operations on one file at once: each gets its own result. */
@@ -405,9 +408,8 @@ static void *read_at(void *arg)
 
 Test(uring_file, coroutines_reading_one_file_at_once_each_get_theirs)
 {
-    (void)start_uring();
-    st_netfd_t nfd = temp_netfd();
-    int fd = st_netfd_fileno(nfd);
+    st_netfd_t nfd;
+    int fd = start_with_file(&nfd);
     enum { N = 40 };
     char text[4 * N + 1];
     for (int i = 0; i < N; i++) {
@@ -428,8 +430,7 @@ Test(uring_file, coroutines_reading_one_file_at_once_each_get_theirs)
         cr_expect_eq(r[i].got, 4, "reader %d: %zd (%s)", i, r[i].got, strerror(r[i].err));
         cr_expect_str_eq(r[i].buf, want);
     }
-    cr_expect_eq(st_netfd_close(nfd), 0);
-    st_destroy();
+    close_and_destroy(nfd);
 }
 
 /* ---- an operation in flight: a read the kernel keeps pending ---------------------------- */
