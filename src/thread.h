@@ -41,6 +41,7 @@ enum st__thread_flag {
     ST__FL_EXITING = 1U << 4,   /* inside st_thread_exit() */
     ST__FL_DEAD = 1U << 5,      /* switching away for the last time */
     ST__FL_REAPED = 1U << 6,    /* joined: its stack is back in the pool */
+    ST__FL_SYSTEM = 1U << 7,    /* the library's own (file I/O completer): no switch callbacks */
 };
 
 struct _st_thread {

@@ -171,6 +171,10 @@ static bool left_to_the_system_call(int res)
 ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__io_req *req,
                             st_utime_t timeout)
 {
+    /* File operations are not carried out here yet: file_io.c runs them on its workers. */
+    if (req->kind >= ST__IO_READ) {
+        return ST__IO_NOT_SUBMITTED;
+    }
     struct st__uring_state *st = sched->backend_state;
     struct _st_thread *me = sched->current;
     struct st__fdwatch *common = st__fdwatch_find(&st->watches, osfd);
