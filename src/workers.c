@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -232,12 +233,15 @@ static int pool_grow_locked(void)
     if (pool.queued <= pool.idle || pool.nworkers >= ST__FILE_WORKERS_MAX) {
         return 0;
     }
+    /* The worker's generation travels as the argument's bits: nothing to allocate or free. */
+    uintptr_t generation = pool.generation;
+    void *arg = NULL;
+    memcpy(&arg, &generation, sizeof(arg));
     sigset_t all;
     sigset_t old;
     (void)sigfillset(&all);
     (void)pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&pool.threads[pool.nworkers], NULL, worker_main,
-                            (void *)(uintptr_t)pool.generation);
+    int rc = pthread_create(&pool.threads[pool.nworkers], NULL, worker_main, arg);
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0) {
         pool.nworkers++;

@@ -460,6 +460,7 @@ Test(file_io, queued_calls_time_out_or_are_interrupted_running_ones_complete)
     }
     st_thread_yield(); /* each hands its read to the pool */
     fault_trap_wait(&trap, STUCK);
+    st_thread_yield(); /* a fresh scheduler clock: the pthread was blocked above */
 
     /* Every worker is held: these wait in the queue. */
     char spare[8] = "unset";
