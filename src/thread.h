@@ -9,6 +9,7 @@
 #ifndef ST__THREAD_H
 #define ST__THREAD_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -90,6 +91,20 @@ static inline bool st__thread_waiting(const struct _st_thread *thread)
     return thread->state == ST__IO_WAIT || thread->state == ST__LOCK_WAIT ||
            thread->state == ST__COND_WAIT || thread->state == ST__SLEEPING ||
            thread->state == ST__SUSPENDED;
+}
+
+/*
+ * A pending st_thread_interrupt() fails the blocking call it reaches: if
+ * `thread` has one, consume it, set errno to EINTR and say so.
+ */
+static inline bool st__thread_take_interrupt(struct _st_thread *thread)
+{
+    if ((thread->flags & ST__FL_INTERRUPT) == 0) {
+        return false;
+    }
+    thread->flags &= ~ST__FL_INTERRUPT;
+    errno = EINTR;
+    return true;
 }
 
 static inline struct _st_thread *st__thread_from_links(struct st__list *link)

@@ -369,9 +369,7 @@ ssize_t st__workers_run(struct st__sched *sched, int osfd, const struct st__io_r
                         st_utime_t timeout)
 {
     struct _st_thread *me = sched->current;
-    if ((me->flags & ST__FL_INTERRUPT) != 0) {
-        me->flags &= ~ST__FL_INTERRUPT;
-        errno = EINTR;
+    if (st__thread_take_interrupt(me)) {
         return -1;
     }
     struct st__fio_port *port = port_get(sched);
@@ -406,10 +404,7 @@ ssize_t st__workers_run(struct st__sched *sched, int osfd, const struct st__io_r
             pool.queued--;
             (void)pthread_mutex_unlock(&pool.lock);
             st__sched_sleep_del(sched, me);
-            if ((me->flags & ST__FL_INTERRUPT) != 0) {
-                me->flags &= ~ST__FL_INTERRUPT;
-                errno = EINTR;
-            } else {
+            if (!st__thread_take_interrupt(me)) {
                 errno = ETIME;
             }
             return -1;

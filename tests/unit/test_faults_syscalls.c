@@ -819,11 +819,23 @@ static st_netfd_t temp_file_netfd(void)
     return fd;
 }
 
-static off_t file_size(st_netfd_t fd)
+/* A scheduler in WORKERS file I/O mode and a file netfd for it. */
+static st_netfd_t workers_and_a_file(void)
+{
+    init_with(-1);
+    cr_assert_eq(st_set_file_io(ST_FILE_IO_WORKERS), 0);
+    return temp_file_netfd();
+}
+
+/* Nothing was written by the failed calls; the pool works now. */
+static void expect_untouched_then_working(st_netfd_t fd)
 {
     struct stat sb;
     cr_assert_eq(fstat(st_netfd_fileno(fd), &sb), 0);
-    return sb.st_size;
+    cr_expect_eq(sb.st_size, 0, "nothing was written");
+    cr_expect_eq(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), 1);
+    cr_expect_eq(st_netfd_close(fd), 0);
+    expect_usable();
 }
 
 Test(faults_syscalls, fstat_failure_fails_netfd_creation_but_accept_does_not_ask)
@@ -860,39 +872,27 @@ Test(faults_syscalls, fstat_failure_fails_netfd_creation_but_accept_does_not_ask
 
 Test(faults_syscalls, eventfd_failure_fails_the_call_and_leaks_nothing)
 {
-    init_with(-1);
-    cr_assert_eq(st_set_file_io(ST_FILE_IO_WORKERS), 0);
-    st_netfd_t fd = temp_file_netfd();
+    st_netfd_t fd = workers_and_a_file();
     int before = open_fd_count();
     arm(F_eventfd, 1, EMFILE);
     EXPECT_FAIL(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), EMFILE);
     cr_expect_eq(open_fd_count(), before);
-    cr_expect_eq(file_size(fd), 0, "nothing was written");
-    cr_expect_eq(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), 1);
-    cr_expect_eq(st_netfd_close(fd), 0);
-    expect_usable();
+    expect_untouched_then_working(fd);
 }
 
 Test(faults_syscalls, no_worker_pthread_fails_the_call_with_eagain)
 {
-    init_with(-1);
-    cr_assert_eq(st_set_file_io(ST_FILE_IO_WORKERS), 0);
-    st_netfd_t fd = temp_file_netfd();
+    st_netfd_t fd = workers_and_a_file();
     arm(F_pthread_create, 1, EAGAIN);
     EXPECT_FAIL(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), EAGAIN);
     arm(F_pthread_create, 1, EPERM);
     EXPECT_FAIL(st_fsync(fd, ST_UTIME_NO_TIMEOUT), EAGAIN);
-    cr_expect_eq(file_size(fd), 0, "nothing was written");
-    cr_expect_eq(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), 1);
-    cr_expect_eq(st_netfd_close(fd), 0);
-    expect_usable();
+    expect_untouched_then_working(fd);
 }
 
 Test(faults_syscalls, a_failing_read_of_the_completion_eventfd_loses_no_completion)
 {
-    init_with(-1);
-    cr_assert_eq(st_set_file_io(ST_FILE_IO_WORKERS), 0);
-    st_netfd_t fd = temp_file_netfd();
+    st_netfd_t fd = workers_and_a_file();
     cr_expect_eq(st_fsync(fd, ST_UTIME_NO_TIMEOUT), 0);
     /* An fsync makes no read(2) of its own: the one read is the completer's. */
     arm(F_read, 1, EIO);
@@ -906,9 +906,7 @@ Test(faults_syscalls, a_failing_read_of_the_completion_eventfd_loses_no_completi
 /* A worker that cannot signal its completion would strand the waiter: the library says so and aborts. */
 Test(faults_syscalls, a_failing_write_of_the_completion_eventfd_aborts, .signal = SIGABRT)
 {
-    init_with(-1);
-    cr_assert_eq(st_set_file_io(ST_FILE_IO_WORKERS), 0);
-    st_netfd_t fd = temp_file_netfd();
+    st_netfd_t fd = workers_and_a_file();
     arm(F_write, 1, EBADF);
     (void)st_fsync(fd, ST_UTIME_NO_TIMEOUT);
     cr_assert_fail("the failed wake-up went unnoticed");
