@@ -32,7 +32,6 @@ static st_netfd_t temp_file(int flags)
     cr_assert_geq(osfd, 0, "mkstemp: %s", strerror(errno));
     if (flags != O_RDWR) {
         close(osfd);
-        osfd = -1;
         fd = st_open(path, flags, 0600);
     } else {
         fd = st_netfd_open(osfd);
