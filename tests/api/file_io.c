@@ -504,6 +504,36 @@ Test(file_io, queued_calls_time_out_or_are_interrupted_running_ones_complete)
     free(page);
 }
 
+/* A netfd freed under a call a worker runs: the call still returns its result, later ones EBADF. */
+Test(file_io, a_netfd_freed_under_a_running_call)
+{
+    st_test_init();
+    set_mode(ST_FILE_IO_WORKERS);
+    st_netfd_t fd = temp_file(O_RDWR);
+    char page[PAGE];
+    memset(page, 'y', sizeof(page));
+    cr_assert_eq(st_pwrite(fd, page, PAGE, 0, ST_UTIME_NO_TIMEOUT), PAGE);
+    int osfd = st_netfd_fileno(fd);
+
+    struct fault_trap trap;
+    fault_trap_make(&trap, 1);
+    struct held_read held = {.fd = fd, .buf = trap.area, .timeout = ST_UTIME_NO_TIMEOUT};
+    st_thread_t t = st_thread_create(held_reader, &held, 1, 0);
+    cr_assert_not_null(t);
+    st_thread_yield();
+    fault_trap_wait(&trap, 1);
+    st_netfd_free(fd);
+    errno = 0;
+    cr_assert_eq(st_pread(fd, page, 1, 0, ST_UTIME_NO_TIMEOUT), -1);
+    cr_assert_eq(errno, EBADF);
+    fault_trap_release(&trap);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_assert_eq(held.result, PAGE, "the data read is not lost: %s", strerror(held.err));
+    cr_assert_eq(memcmp(trap.area, page, PAGE), 0);
+    close(osfd);
+    fault_trap_free(&trap);
+}
+
 /* st_destroy waits for the calls workers run, and forgets those still queued. */
 static void *stuck_forever(void *arg)
 {
