@@ -145,6 +145,28 @@ ST_EXPORT int st_sendmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vl
 ST_EXPORT int st_recvmmsg(st_netfd_t fd, struct mmsghdr *msgvec, unsigned int vlen, int flags,
                           st_utime_t timeout);
 
+/*
+ * Extensions: file I/O that does not stall the scheduler. A regular file
+ * ignores O_NONBLOCK, so a read or write of one would block the pthread,
+ * and every coroutine on it, for as long as the disk takes. A netfd whose
+ * descriptor is a regular file or a block device (st_open, st_netfd_open)
+ * has its reads, writes and the calls below carried out off the
+ * scheduler: as io_uring operations, or on a small pool of worker
+ * pthreads, while the calling coroutine waits the ST way. The mode is
+ * process-wide; ST_FILE_IO_BLOCKING keeps State Threads' behaviour (the
+ * call blocks the pthread).
+ */
+#define ST_FILE_IO_DEFAULT 0
+#define ST_FILE_IO_BLOCKING 1
+#define ST_FILE_IO_WORKERS 2
+#define ST_FILE_IO_URING 3
+ST_EXPORT int st_set_file_io(int mode);
+ST_EXPORT int st_get_file_io(void);
+ST_EXPORT ssize_t st_pread(st_netfd_t fd, void *buf, size_t nbyte, off_t offset, st_utime_t timeout);
+ST_EXPORT ssize_t st_pwrite(st_netfd_t fd, const void *buf, size_t nbyte, off_t offset, st_utime_t timeout);
+ST_EXPORT int st_fsync(st_netfd_t fd, st_utime_t timeout);
+ST_EXPORT int st_fdatasync(st_netfd_t fd, st_utime_t timeout);
+
 ST_EXPORT void st_destroy(void);
 ST_EXPORT int st_thread_setspecific2(st_thread_t thread, int key, void *value);
 ST_EXPORT void st_set_primordial_stack(void *top, void *bottom);

@@ -93,7 +93,9 @@ struct st__backend_ops {
      * `timeout` (not 0) for its completion. Its result (>= 0), -1 with
      * errno (ETIME, EINTR as st_netfd_poll; ECANCELED when fd_free
      * cancelled it), or ST__IO_NOT_SUBMITTED when nothing was done and the
-     * caller should try the system call and wait for readiness instead.
+     * caller should carry the call out another way: for a socket, try the
+     * system call and wait for readiness; for a file, hand it to the
+     * worker pool.
      */
     ssize_t (*submit_io)(struct st__sched *sched, int osfd, const struct st__io_req *req,
                          st_utime_t timeout);

@@ -98,9 +98,7 @@ int st_usleep(st_utime_t usecs)
         }
         st__sched_switch(sched, me);
     }
-    if ((me->flags & ST__FL_INTERRUPT) != 0) {
-        me->flags &= ~ST__FL_INTERRUPT;
-        errno = EINTR;
+    if (st__thread_take_interrupt(me)) {
         return -1;
     }
     return 0;

@@ -7,6 +7,9 @@
  * the socket reads and writes first, as requests it submits with its next
  * wait; what it does not take (no room, not a socket, a call that must not
  * wait) goes the try-first way as above.
+ *
+ * A netfd on a regular file or a block device never says "not ready", so
+ * trying first would block: its reads and writes go to file_io.h instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +20,7 @@
 #include <sys/uio.h>
 
 #include "backend.h"
+#include "file_io.h"
 #include "netfd.h"
 #include "scheduler.h"
 
@@ -65,8 +69,8 @@ static inline bool io_submits(void)
  * -1 with errno, or ST__IO_NOT_SUBMITTED. The operation in flight counts as
  * a user of the netfd, as a wait in st_netfd_poll does.
  */
-static __attribute__((noinline)) ssize_t io_submit(st_netfd_t fd, const struct st__io_req *req,
-                                                   st_utime_t timeout)
+__attribute__((noinline)) ssize_t st__io_submit(st_netfd_t fd, const struct st__io_req *req,
+                                               st_utime_t timeout)
 {
     struct st__sched *sched = st__sched_peek();
     if (sched == NULL || !sched->submits_io || timeout == 0) {
@@ -108,7 +112,7 @@ io_retry(st_netfd_t fd, short events, st_utime_t timeout, st__io_attempt_fn atte
         return -1;
     }
     if (req != NULL && io_submits()) {
-        ssize_t n = io_submit(fd, req, timeout);
+        ssize_t n = st__io_submit(fd, req, timeout);
         if (n != ST__IO_NOT_SUBMITTED) {
             return n;
         }
@@ -141,6 +145,10 @@ static ssize_t attempt_read(int osfd, void *args)
 ssize_t st_read(st_netfd_t fd, void *buf, size_t nbyte, st_utime_t timeout)
 {
     ST__STAT_INC(read);
+    if (st__netfd_file(fd)) {
+        struct st__io_req file = {.kind = ST__IO_READ, .buf = buf, .len = nbyte, .offset = -1};
+        return st__file_io(fd, &file, timeout);
+    }
     struct st__buf_args args = {buf, nbyte};
     struct st__io_req req = {.kind = ST__IO_RECV, .buf = buf, .len = nbyte};
     return io_retry(fd, POLLIN, timeout, attempt_read, &args, &req);
@@ -157,9 +165,26 @@ static ssize_t attempt_readv(int osfd, void *args)
     return ST__STAT_EAGAIN(readv(osfd, a->iov, a->count), readv_eagain);
 }
 
+/* One readv or writev of a file netfd at its file position. */
+static ssize_t file_vector(st_netfd_t fd, const struct iovec *iov, int count, st_utime_t timeout,
+                           bool writing)
+{
+    if (count < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct st__io_req req = {.kind = writing ? ST__IO_WRITEV : ST__IO_READV, .len = (size_t)count,
+                             .offset = -1};
+    memcpy(&req.buf, &iov, sizeof(req.buf)); /* only read from: the request has no const member */
+    return st__file_io(fd, &req, timeout);
+}
+
 ssize_t st_readv(st_netfd_t fd, const struct iovec *iov, int iov_size, st_utime_t timeout)
 {
     ST__STAT_INC(readv);
+    if (st__netfd_file(fd)) {
+        return file_vector(fd, iov, iov_size, timeout, false);
+    }
     struct st__vec_args args = {iov, iov_size};
     void *vector; /* only written through: msghdr has no const member */
     memcpy(&vector, &iov, sizeof(vector));
@@ -196,7 +221,7 @@ static ssize_t transfer_once(int osfd, const struct iovec *iov, int count, bool 
     return writing ? writev(osfd, iov, count) : readv(osfd, iov, count);
 }
 
-/* One transfer of *iov as a request of the backend (see io_submit). */
+/* One transfer of *iov as a request of the backend (see st__io_submit). */
 static ssize_t submit_transfer(st_netfd_t fd, struct iovec *iov, int count, st_utime_t timeout,
                                bool writing)
 {
@@ -209,7 +234,7 @@ static ssize_t submit_transfer(st_netfd_t fd, struct iovec *iov, int count, st_u
         req = (struct st__io_req){.kind = writing ? ST__IO_SEND : ST__IO_RECV,
                                   .buf = iov->iov_base, .len = iov->iov_len};
     }
-    return io_submit(fd, &req, timeout);
+    return st__io_submit(fd, &req, timeout);
 }
 
 /*
@@ -252,6 +277,24 @@ static enum st__try try_transfer(st_netfd_t fd, struct iovec **iov, int *iov_siz
     return *iov_size == 0 ? ST__TRY_DONE : ST__TRY_WAIT;
 }
 
+/* transfer_resid on a file netfd: operation after operation until done, end of file or error. */
+static int file_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
+                      bool writing)
+{
+    while (*iov_size > 0) {
+        ssize_t n = file_vector(fd, *iov, *iov_size > IOV_MAX ? IOV_MAX : *iov_size, timeout,
+                                writing);
+        if (n < 0) {
+            return -1;
+        }
+        if (n == 0 && !writing) {
+            break; /* end of file */
+        }
+        iov_advance(iov, iov_size, (size_t)n);
+    }
+    return 0;
+}
+
 static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_utime_t timeout,
                           enum st__xfer how)
 {
@@ -264,6 +307,9 @@ static int transfer_resid(st_netfd_t fd, struct iovec **iov, int *iov_size, st_u
         return -1;
     }
     iov_advance(iov, iov_size, 0);
+    if (fd->is_file) {
+        return file_resid(fd, iov, iov_size, timeout, writing);
+    }
     while (*iov_size > 0) {
         ssize_t n = submit_transfer(fd, *iov, *iov_size, timeout, writing);
         if (n > 0) {
@@ -358,7 +404,7 @@ ssize_t st_write(st_netfd_t fd, const void *buf, size_t nbyte, st_utime_t timeou
      * which costs more than the rest of an echo server's write path.)
      */
     ssize_t done = 0;
-    if (nbyte > 0 && st__netfd_usable(fd) && !io_submits()) {
+    if (nbyte > 0 && st__netfd_usable(fd) && !fd->is_file && !io_submits()) {
         done = write(fd->osfd, buf, nbyte);
         if (done == (ssize_t)nbyte) {
             ST__STAT_INC(writev); /* counted by st_write_resid when it goes on there */
@@ -592,7 +638,7 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     if (want_addr) {
         *addrlen = (int)len;
     }
-    st_netfd_t client = st__netfd_new((int)osfd, false);
+    st_netfd_t client = st__netfd_new((int)osfd, 0); /* a socket: no fstat */
     if (client == NULL) {
         int err = errno;
         (void)close((int)osfd);
@@ -661,7 +707,7 @@ st_netfd_t st_open(const char *path, int oflags, mode_t mode)
     if (osfd < 0) {
         return NULL;
     }
-    st_netfd_t fd = st__netfd_new(osfd, false);
+    st_netfd_t fd = st__netfd_new(osfd, ST__NETFD_ANY);
     if (fd == NULL) {
         int err = errno;
         (void)close(osfd);

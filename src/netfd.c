@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "scheduler.h"
@@ -13,7 +14,18 @@ static struct _st_netfd *netfd_from_live(struct st__list *link)
     return ST__CONTAINER_OF(link, struct _st_netfd, live);
 }
 
-struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
+/* Is `osfd` a regular file or a block device? (*is_file) 0, or -1 with errno. */
+static int file_kind(int osfd, bool *is_file)
+{
+    struct stat st;
+    if (fstat(osfd, &st) != 0) {
+        return -1;
+    }
+    *is_file = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+    return 0;
+}
+
+struct _st_netfd *st__netfd_new(int osfd, unsigned how)
 {
     struct st__sched *sched = st__sched_running();
     if (sched == NULL) {
@@ -25,7 +37,11 @@ struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
     }
     /* One syscall that also tells a closed descriptor (EBADF) apart. */
     int on = 1;
-    if (set_nonblock && ioctl(osfd, FIONBIO, &on) != 0) {
+    if ((how & ST__NETFD_NONBLOCK) != 0 && ioctl(osfd, FIONBIO, &on) != 0) {
+        return NULL;
+    }
+    bool is_file = false;
+    if ((how & ST__NETFD_ANY) != 0 && file_kind(osfd, &is_file) != 0) {
         return NULL;
     }
     if (sched->backend->fd_new(sched, osfd) != 0) {
@@ -45,6 +61,7 @@ struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
     }
     fd->osfd = osfd;
     fd->inuse = true;
+    fd->is_file = is_file;
     fd->users = 0;
     fd->private_data = NULL;
     fd->destructor = NULL;
@@ -54,12 +71,13 @@ struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock)
 
 st_netfd_t st_netfd_open(int osfd)
 {
-    return st__netfd_new(osfd, true);
+    return st__netfd_new(osfd, ST__NETFD_NONBLOCK | ST__NETFD_ANY);
 }
 
+/* A caller may hand it anything: a file given here is still a file. */
 st_netfd_t st_netfd_open_socket(int osfd)
 {
-    return st__netfd_new(osfd, true);
+    return st__netfd_new(osfd, ST__NETFD_NONBLOCK | ST__NETFD_ANY);
 }
 
 /* Put a netfd nobody uses any more on the free list (or free it). */

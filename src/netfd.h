@@ -18,6 +18,12 @@ struct _st_netfd {
     int osfd;
     bool inuse;
     /*
+     * A regular file or a block device (fstat at creation): O_NONBLOCK
+     * means nothing to it, so its I/O goes off the scheduler (file_io.h).
+     * Next to `inuse`, which every I/O call reads first.
+     */
+    bool is_file;
+    /*
      * Coroutines inside st_netfd_poll() on it, woken or not. While any are,
      * st_netfd_close() refuses (EBUSY) and a freed netfd is not recycled:
      * a woken waiter that has not run yet must not find another
@@ -30,8 +36,14 @@ struct _st_netfd {
     struct st__list live;
 };
 
-/* Wrap `osfd`; make it non-blocking first when `set_nonblock`. NULL + errno on failure. */
-struct _st_netfd *st__netfd_new(int osfd, bool set_nonblock);
+/* How st__netfd_new treats the descriptor. */
+enum st__netfd_how {
+    ST__NETFD_NONBLOCK = 1U << 0, /* make it non-blocking first */
+    ST__NETFD_ANY = 1U << 1,      /* it may be a file: ask fstat (not for accepted sockets) */
+};
+
+/* Wrap `osfd` as `how` (ST__NETFD_* flags) says. NULL + errno on failure. */
+struct _st_netfd *st__netfd_new(int osfd, unsigned how);
 
 /* A netfd the I/O functions may use; otherwise false with errno EBADF. */
 static inline bool st__netfd_usable(const struct _st_netfd *fd)

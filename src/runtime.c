@@ -15,6 +15,7 @@
 #include "overflow.h"
 #include "scheduler.h"
 #include "st_config.h"
+#include "workers.h"
 
 /* Numbers every st_init() of the process (struct st__sched.generation). */
 static atomic_ulong generations;
@@ -272,6 +273,8 @@ void st_destroy(void)
             return;
         }
         sched->backend->fini(sched);
+        /* Before the stacks go: workers may be writing into them. */
+        st__workers_sched_fini(sched);
         /* The heap's nodes live in the coroutines, on the stacks about to go. */
         st__heap_fini(&sched->sleep_q);
         release_threads(sched);

@@ -91,13 +91,14 @@ void st__sched_sleep_add(struct st__sched *sched, struct _st_thread *thread, st_
 
 
 /*
- * Callbacks are for application coroutines, not the idle one. A coroutine
+ * Callbacks are for application coroutines, not the idle one nor the
+ * library's own (ST__FL_SYSTEM). A coroutine
  * switched out for the last time, as it exits, gets its switch-out too, so
  * every switch-in is matched by one switch-out, as in State Threads.
  */
 static bool wants_switch_cb(const struct _st_thread *thread)
 {
-    return (thread->flags & ST__FL_IDLE) == 0;
+    return (thread->flags & (ST__FL_IDLE | ST__FL_SYSTEM)) == 0;
 }
 
 void st__sched_switch_hooked(struct st__sched *sched, struct _st_thread *me)

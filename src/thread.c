@@ -16,7 +16,7 @@ static void thread_main(void *arg)
     struct _st_thread *me = arg;
     struct st__sched *sched = st__sched_peek();
     st__sched_arrived(sched, me);
-    if (sched->switch_in_cb != NULL && (me->flags & ST__FL_IDLE) == 0) {
+    if (sched->switch_in_cb != NULL && (me->flags & (ST__FL_IDLE | ST__FL_SYSTEM)) == 0) {
         sched->switch_in_cb();
     }
     st_thread_exit(me->start(me->arg));

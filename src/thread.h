@@ -9,6 +9,7 @@
 #ifndef ST__THREAD_H
 #define ST__THREAD_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -41,6 +42,7 @@ enum st__thread_flag {
     ST__FL_EXITING = 1U << 4,   /* inside st_thread_exit() */
     ST__FL_DEAD = 1U << 5,      /* switching away for the last time */
     ST__FL_REAPED = 1U << 6,    /* joined: its stack is back in the pool */
+    ST__FL_SYSTEM = 1U << 7,    /* the library's own (file I/O completer): no switch callbacks */
 };
 
 struct _st_thread {
@@ -89,6 +91,20 @@ static inline bool st__thread_waiting(const struct _st_thread *thread)
     return thread->state == ST__IO_WAIT || thread->state == ST__LOCK_WAIT ||
            thread->state == ST__COND_WAIT || thread->state == ST__SLEEPING ||
            thread->state == ST__SUSPENDED;
+}
+
+/*
+ * A pending st_thread_interrupt() fails the blocking call it reaches: if
+ * `thread` has one, consume it, set errno to EINTR and say so.
+ */
+static inline bool st__thread_take_interrupt(struct _st_thread *thread)
+{
+    if ((thread->flags & ST__FL_INTERRUPT) == 0) {
+        return false;
+    }
+    thread->flags &= ~ST__FL_INTERRUPT;
+    errno = EINTR;
+    return true;
 }
 
 static inline struct _st_thread *st__thread_from_links(struct st__list *link)

@@ -71,9 +71,7 @@ static inline int wait_for(struct st__sched *sched, struct pollfd *pds, int npds
                            st_utime_t timeout)
 {
     struct _st_thread *me = sched->current;
-    if ((me->flags & ST__FL_INTERRUPT) != 0) {
-        me->flags &= ~ST__FL_INTERRUPT;
-        errno = EINTR;
+    if (st__thread_take_interrupt(me)) {
         return -1;
     }
     struct st__pollq pq;
@@ -105,9 +103,7 @@ static inline int wait_for(struct st__sched *sched, struct pollfd *pds, int npds
         }
     }
     pollq_fini(&pq);
-    if ((me->flags & ST__FL_INTERRUPT) != 0) {
-        me->flags &= ~ST__FL_INTERRUPT;
-        errno = EINTR;
+    if (st__thread_take_interrupt(me)) {
         return -1;
     }
     return ready;

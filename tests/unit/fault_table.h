@@ -78,6 +78,15 @@ FAULT_WRAP(sendmsg, ssize_t, -1, (int fd, const struct msghdr *msg, int flags), 
 FAULT_WRAP(recvmmsg, int, -1, (int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t), (fd, v, n, flags, t))
 FAULT_WRAP(sendmmsg, int, -1, (int fd, struct mmsghdr *v, unsigned int n, int flags), (fd, v, n, flags))
 
+/*
+ * File I/O off the scheduler: the fstat that tells a file netfd at its
+ * creation, the eventfd of a scheduler's completions (its reads and writes
+ * are the read and write above) and the worker pthreads.
+ */
+FAULT_WRAP(fstat64, int, -1, (int fd, struct stat *st), (fd, st))
+FAULT_WRAP(eventfd, int, -1, (unsigned int count, int flags), (count, flags))
+FAULT_WRAP(pthread_create, int, fault->err, (pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg), (thread, attr, start, arg))
+
 /* Loading liburing: dlopen and dlsym fail as armed, dlsym hands out the shims below. */
 FAULT_WRAP_BY_HAND(dlopen, void *, (const char *file, int flags))
 FAULT_WRAP_BY_HAND(dlsym, void *, (void *handle, const char *name))

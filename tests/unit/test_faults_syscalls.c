@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -802,4 +803,111 @@ Test(faults_syscalls, datagram_calls_retry_eintr_and_report_hard_errors)
     EXPECT_FAIL(st_recvmmsg(b, &mm, 1, 0, 100000), EIO);
 
     close_both_then_expect_usable(a, b);
+}
+
+/* ---- file I/O off the scheduler ------------------------------------------------------ */
+
+/* A netfd on an empty, already unlinked regular file. */
+static st_netfd_t temp_file_netfd(void)
+{
+    char path[] = "/tmp/st_faults_file_XXXXXX";
+    int osfd = mkstemp(path);
+    cr_assert_geq(osfd, 0, "mkstemp: %s", strerror(errno));
+    cr_assert_eq(unlink(path), 0);
+    st_netfd_t fd = st_netfd_open(osfd);
+    cr_assert_not_null(fd, "%s", strerror(errno));
+    return fd;
+}
+
+/* A scheduler in WORKERS file I/O mode and a file netfd for it. */
+static st_netfd_t workers_and_a_file(void)
+{
+    init_with(-1);
+    cr_assert_eq(st_set_file_io(ST_FILE_IO_WORKERS), 0);
+    return temp_file_netfd();
+}
+
+/* Nothing was written by the failed calls; the pool works now. */
+static void expect_untouched_then_working(st_netfd_t fd)
+{
+    struct stat sb;
+    cr_assert_eq(fstat(st_netfd_fileno(fd), &sb), 0);
+    cr_expect_eq(sb.st_size, 0, "nothing was written");
+    cr_expect_eq(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), 1);
+    cr_expect_eq(st_netfd_close(fd), 0);
+    expect_usable();
+}
+
+Test(faults_syscalls, fstat_failure_fails_netfd_creation_but_accept_does_not_ask)
+{
+    init_with(-1);
+    int before = open_fd_count();
+    arm(F_fstat64, 1, EIO);
+    EXPECT_FAIL_NULL(st_open("/dev/null", O_RDONLY, 0), EIO);
+    cr_expect_eq(open_fd_count(), before, "the opened file was closed again");
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    arm(F_fstat64, 1, EIO);
+    EXPECT_FAIL_NULL(st_netfd_open(sv[0]), EIO);
+    arm(F_fstat64, 1, EIO);
+    EXPECT_FAIL_NULL(st_netfd_open_socket(sv[0]), EIO);
+    close(sv[0]);
+    close(sv[1]);
+
+    /* An accepted connection is a socket: no fstat on that path. */
+    struct sockaddr_in sin;
+    st_netfd_t lfd = tcp_listener(&sin, 4);
+    int client = tcp_client(&sin);
+    arm(F_fstat64, 1, EIO);
+    st_netfd_t conn = st_accept(lfd, NULL, NULL, 1000000);
+    cr_assert_not_null(conn, "%s", strerror(errno));
+    cr_expect_eq(faults[F_fstat64].calls, 0);
+    disarm(F_fstat64);
+    cr_expect_eq(st_netfd_close(conn), 0);
+    cr_expect_eq(st_netfd_close(lfd), 0);
+    close(client);
+    cr_expect_eq(open_fd_count(), before);
+    expect_usable();
+}
+
+Test(faults_syscalls, eventfd_failure_fails_the_call_and_leaks_nothing)
+{
+    st_netfd_t fd = workers_and_a_file();
+    int before = open_fd_count();
+    arm(F_eventfd, 1, EMFILE);
+    EXPECT_FAIL(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), EMFILE);
+    cr_expect_eq(open_fd_count(), before);
+    expect_untouched_then_working(fd);
+}
+
+Test(faults_syscalls, no_worker_pthread_fails_the_call_with_eagain)
+{
+    st_netfd_t fd = workers_and_a_file();
+    arm(F_pthread_create, 1, EAGAIN);
+    EXPECT_FAIL(st_pwrite(fd, "x", 1, 0, ST_UTIME_NO_TIMEOUT), EAGAIN);
+    arm(F_pthread_create, 1, EPERM);
+    EXPECT_FAIL(st_fsync(fd, ST_UTIME_NO_TIMEOUT), EAGAIN);
+    expect_untouched_then_working(fd);
+}
+
+Test(faults_syscalls, a_failing_read_of_the_completion_eventfd_loses_no_completion)
+{
+    st_netfd_t fd = workers_and_a_file();
+    cr_expect_eq(st_fsync(fd, ST_UTIME_NO_TIMEOUT), 0);
+    /* An fsync makes no read(2) of its own: the one read is the completer's. */
+    arm(F_read, 1, EIO);
+    cr_expect_eq(st_fdatasync(fd, ST_UTIME_NO_TIMEOUT), 0);
+    cr_expect(fired(F_read));
+    cr_expect_eq(st_fsync(fd, ST_UTIME_NO_TIMEOUT), 0);
+    cr_expect_eq(st_netfd_close(fd), 0);
+    expect_usable();
+}
+
+/* A worker that cannot signal its completion would strand the waiter: the library says so and aborts. */
+Test(faults_syscalls, a_failing_write_of_the_completion_eventfd_aborts, .signal = SIGABRT)
+{
+    st_netfd_t fd = workers_and_a_file();
+    arm(F_write, 1, EBADF);
+    (void)st_fsync(fd, ST_UTIME_NO_TIMEOUT);
+    cr_assert_fail("the failed wake-up went unnoticed");
 }
