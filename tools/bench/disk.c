@@ -326,12 +326,16 @@ static void *tick_main(void *arg)
 {
     struct disk_run *run = arg;
     while (!run->stop) {
+        bool writing = run->writing;
         double t = bench_now();
         if (st_usleep(TICK_US) != 0) {
             break;
         }
         double late = bench_now() - t - TICK_US * 1e-6;
-        samples_add(run->writing ? &run->during : &run->before, late > 0 ? late : 0);
+        /* A wake-up late for what came after the writes (removing the file) is not counted. */
+        if (!run->stop && writing == run->writing) {
+            samples_add(writing ? &run->during : &run->before, late > 0 ? late : 0);
+        }
     }
     return NULL;
 }
@@ -364,8 +368,15 @@ static void *echo_listener(void *arg)
     return NULL;
 }
 
-/* The writes through st: 0, or -1 with errno. */
-static int st_writes(const struct disk_params *p, const char *path, const char *chunk)
+/*
+ * The writes through st: 0, or -1 with errno. Between two writes the
+ * writer lets the scheduler run (st_usleep(0) goes through the event loop),
+ * as a recorder that waits for its next chunk from the network does: with
+ * State Threads' blocking calls, the others then wait for one write or one
+ * fsync at a time rather than for the whole file.
+ */
+static int st_writes(const struct disk_params *p, const char *path, const char *chunk,
+                     struct disk_run *run)
 {
     st_netfd_t fd = st_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd == NULL) {
@@ -381,11 +392,16 @@ static int st_writes(const struct disk_params *p, const char *path, const char *
         } else if ((done + (long long)len) % sync_every == 0) {
             rc = st_fsync(fd, ST_UTIME_NO_TIMEOUT);
         }
+        if (rc == 0) {
+            rc = st_usleep(0);
+        }
     }
     if (rc == 0) {
         rc = st_fsync(fd, ST_UTIME_NO_TIMEOUT);
     }
     int err = errno;
+    /* Closing and removing a 1 GiB file blocks (dropping its page cache): not measured. */
+    run->stop = true;
     (void)st_netfd_close(fd);
     errno = err;
     return rc;
@@ -466,11 +482,10 @@ static int run_mode(const struct disk_params *p, const struct disk_mode *m)
         file_path(path, sizeof path, p->dir);
         run.writing = true;
         ph.writes_start = bench_now();
-        int wrc = st_writes(p, path, chunk);
+        int wrc = st_writes(p, path, chunk, &run);
         ph.writes_end = bench_now();
         int err = errno;
         (void)unlink(path);
-        run.stop = true;
         if (tick != NULL) {
             (void)st_thread_join(tick, NULL);
         }
