@@ -194,6 +194,22 @@ struct fairness_params {
 };
 int bench_fairness(const struct fairness_params *params);
 
+/*
+ * disk.c: a 1 ms tick's lateness and an echo server's round trips while a
+ * coroutine of the same scheduler writes `size_mib` MiB to a file in `dir`,
+ * for each file I/O mode, against a plain write loop.
+ */
+struct disk_params {
+    const char *modes; /* blocking, workers, io_uring separated by commas, or "all" */
+    const char *dir;   /* where the file is written (and removed) */
+    long size_mib;     /* the file's size */
+    long chunk_kib;    /* bytes per write */
+    long sync_mib;     /* an fsync after every this many MiB (a multiple of the chunk) */
+    long conns;        /* echo client connections (0: no echo) */
+    double before_s;   /* the phase with no writes first */
+};
+int bench_disk(const struct disk_params *params);
+
 /* ---- starve.c: a small fixed share of one CPU for one process ------------------------ */
 
 enum bench_starve_kind {

@@ -17,6 +17,10 @@
  *              st, epoll-timers, epoll-st, st-poll, st-select) [--conns N[,N...]] [--share PCT]
  *              [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]
  *              [--limit S] [--repeat N] [--warm]
+ *   disk       a 1 ms tick's lateness and echo round trips while a coroutine
+ *              writes a large file, per file I/O mode (blocking, workers,
+ *              io_uring), against a plain write loop [--mode NAME[,NAME...]|all]
+ *              [--dir DIR] [--size MIB] [--chunk KIB] [--sync MIB] [--conns N] [--before S]
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
@@ -31,7 +35,7 @@
 
 #include "bench.h"
 
-enum job_kind { JOB_MICRO, JOB_HEAP, JOB_ECHO, JOB_MEMORY, JOB_FAIRNESS };
+enum job_kind { JOB_MICRO, JOB_HEAP, JOB_ECHO, JOB_MEMORY, JOB_FAIRNESS, JOB_DISK };
 
 struct job {
     enum job_kind kind;
@@ -41,6 +45,7 @@ struct job {
     bool sleep;      /* memory: sleepers instead of readers */
     struct echo_params echo;
     struct fairness_params fairness;
+    struct disk_params disk;
 };
 
 static int run_job(const void *arg)
@@ -57,6 +62,8 @@ static int run_job(const void *arg)
         return bench_memory(job->sleep, job->count, job->size);
     case JOB_FAIRNESS:
         return bench_fairness(&job->fairness);
+    case JOB_DISK:
+        return bench_disk(&job->disk);
     }
     return -1;
 }
@@ -87,6 +94,12 @@ struct options {
     long period_us;
     const char *method;
     double limit;
+    const char *modes;
+    const char *dir;
+    long size_mib;
+    long chunk_kib;
+    long sync_mib;
+    double before;
 };
 
 static void usage(void)
@@ -101,6 +114,8 @@ static void usage(void)
             "  fairness [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--share PCT]\n"
             "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
             "           [--limit S] [--repeat N] [--warm]\n"
+            "  disk   [--mode blocking|workers|io_uring[,...]|all] [--dir DIR] [--size MIB]\n"
+            "         [--chunk KIB] [--sync MIB] [--conns N] [--before S]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n"
             "  echo and serve: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
@@ -128,7 +143,8 @@ static long *number_option(struct options *o, const char *name)
         {"--rounds", &o->rounds},   {"--windows", &o->windows},   {"--count", &o->count},
         {"--stack", &o->stack_kib}, {"--port", &o->port},         {"--requests", &o->requests},
         {"--gap-us", &o->gap_us},   {"--repeat", &o->repeat},     {"--share", &o->share},
-        {"--backlog", &o->backlog}, {"--period", &o->period_us},
+        {"--backlog", &o->backlog}, {"--period", &o->period_us},  {"--size", &o->size_mib},
+        {"--chunk", &o->chunk_kib}, {"--sync", &o->sync_mib},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(table[i].name, name) == 0) {
@@ -168,6 +184,12 @@ static int parse_option(struct options *o, const char *name, const char *value)
         return parse_seconds(value, &o->limit);
     } else if (strcmp(name, "--method") == 0) {
         o->method = value;
+    } else if (strcmp(name, "--mode") == 0) {
+        o->modes = value;
+    } else if (strcmp(name, "--dir") == 0) {
+        o->dir = value;
+    } else if (strcmp(name, "--before") == 0) {
+        return parse_seconds(value, &o->before);
     } else {
         return -1;
     }
@@ -286,6 +308,25 @@ static int run_heap(const struct bench_scale *scale, long sleepers, long rounds,
     return run_group(&job, child);
 }
 
+static int run_disk(const struct options *o, const char *conns, bool child)
+{
+    long n = bench_parse_long(conns);
+    if (n < 0) {
+        fprintf(stderr, "st_bench: bad connection count '%s'\n", conns);
+        return 1;
+    }
+    struct job job = {.kind = JOB_DISK,
+                      .disk = {.modes = o->modes,
+                               .dir = o->dir,
+                               .size_mib = o->size_mib,
+                               .chunk_kib = o->chunk_kib,
+                               .sync_mib = o->sync_mib,
+                               .conns = n,
+                               .before_s = o->before}};
+    fprintf(stderr, "st_bench: disk, %ld MiB to %s\n", o->size_mib, o->dir);
+    return run_group(&job, child);
+}
+
 static int run_micro(const struct bench_scale *scale, bool child)
 {
     struct job job = {.kind = JOB_MICRO, .scale = *scale};
@@ -320,6 +361,12 @@ static int run_all(struct options *o, bool smoke)
         o->limit = 10;
     }
     rc |= run_fairness(o, smoke ? "20" : "500,1000");
+    if (smoke) {
+        o->size_mib = 8;
+        o->sync_mib = 4;
+        o->before = 0.1;
+    }
+    rc |= run_disk(o, smoke ? "2" : "8", true);
     rc |= run_memory(false, smoke ? 500 : 100000, 16, true);
     rc |= run_memory(true, smoke ? 500 : 1000000, 16, true);
     if (!smoke) {
@@ -342,6 +389,9 @@ static int run_command(const char *cmd, struct options *o)
     }
     if (strcmp(cmd, "fairness") == 0) {
         return run_fairness(o, o->conns != NULL ? o->conns : "500");
+    }
+    if (strcmp(cmd, "disk") == 0) {
+        return run_disk(o, o->conns != NULL ? o->conns : "8", false);
     }
     if (strcmp(cmd, "memory") == 0 && o->memory_mode != 0) {
         return run_memory(o->memory_mode == 2, o->count, o->stack_kib, false);
@@ -375,6 +425,12 @@ int main(int argc, char **argv)
         .windows = 3,
         .count = 100000,
         .stack_kib = 16,
+        .modes = "all",
+        .dir = ".",
+        .size_mib = 1024,
+        .chunk_kib = 1024,
+        .sync_mib = 64,
+        .before = 1,
     };
     if (argc < 2) {
         usage();

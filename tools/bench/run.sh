@@ -2,6 +2,7 @@
 # The benchmark suite of st, end to end (docs/performance.md):
 #
 #   tools/bench/run.sh [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness]
+#                      [--no-disk]
 #
 # 1. configures and builds two release builds (gcc -O2): build-bench/ with
 #    the default options (guard pages on) and build-bench-noguard/ with
@@ -13,7 +14,10 @@
 #    loop, at 1, 100, 1000 and 10 000 connections), fairness under CPU
 #    starvation (first-byte latency of 500 and 1000 connections opened at
 #    once to a streaming server held to 5% of a CPU: st, a plain epoll loop,
-#    and that loop in State Threads' order), memory per idle coroutine
+#    and that loop in State Threads' order), disk writes against the
+#    scheduler (a 1 ms tick's lateness and an echo server's round trips
+#    while a coroutine writes 1 GiB, per file I/O mode, against a plain
+#    write loop), memory per idle coroutine
 #    (readers and sleepers, 16 KiB and 128 KiB stacks, with and without
 #    guard pages), callgrind instruction counts per switch and per echo
 #    round trip, and (with perf) system calls per echo request;
@@ -36,6 +40,10 @@
 # killed run left (st_bench_starve.<pid> under the cgroup mounts).
 # --no-fairness leaves the group out.
 #
+# The disk group writes 1 GiB four times into the build directory (the
+# machine's disk unless that is tmpfs, which the group then says);
+# --no-disk leaves it out.
+#
 # About two and a half minutes on two quiet cores, and two more with the
 # peers. Environment: ST_BENCH_BUILD_DIR (default build-bench; the second
 # build is that name with -noguard), CC (default gcc).
@@ -50,6 +58,7 @@ CALLGRIND=1
 MEMORY=1
 PEERS=1
 FAIRNESS=1
+DISK=1
 RT=0
 for arg in "$@"; do
     case $arg in
@@ -57,9 +66,10 @@ for arg in "$@"; do
         --no-memory) MEMORY=0 ;;
         --no-peers) PEERS=0 ;;
         --no-fairness) FAIRNESS=0 ;;
+        --no-disk) DISK=0 ;;
         --rt) RT=1 ;;
         *)
-            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness]" >&2
+            echo "usage: $0 [--rt] [--no-callgrind] [--no-memory] [--no-peers] [--no-fairness] [--no-disk]" >&2
             exit 2
             ;;
     esac
@@ -167,6 +177,13 @@ group "loopback echo: st, plain epoll, st on io_uring, peers" "$B" echo \
 if ((FAIRNESS)); then
     group "fairness: first byte under CPU starvation" "$B" fairness --server epoll,st,epoll-timers \
         --conns 500,1000 --share 5 --repeat 3
+fi
+# A coroutine writes 1 GiB (1 MiB writes, an fsync every 64 MiB) while a
+# 1 ms tick and an echo server share its scheduler: each file I/O mode
+# (State Threads' blocking calls, worker pthreads, io_uring) against a
+# plain write loop.
+if ((DISK)); then
+    group "disk: 1 GiB written beside a 1 ms tick and an echo server" "$B" disk --dir "$BUILD"
 fi
 # Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
 group "UDP, 64-byte datagrams: st_sendmmsg vs st_sendto" \

@@ -1,0 +1,584 @@
+/*
+ * Disk writes against the scheduler: how late a coroutine that wakes every
+ * millisecond gets, and how an echo server fares, while another coroutine
+ * of the same scheduler writes a large file to the disk.
+ *
+ * The write load is a recorder's: `size` MiB in `chunk` KiB writes through
+ * st_write on a netfd from st_open, with an st_fsync every `sync` MiB and
+ * one at the end. Each file I/O mode runs in a process of its own:
+ *
+ *   blocking   ST_FILE_IO_BLOCKING, epoll: State Threads' behaviour, every
+ *              write and fsync runs on the scheduler's pthread;
+ *   workers    ST_FILE_IO_WORKERS, epoll: the pool of worker pthreads;
+ *   io_uring   ST_FILE_IO_URING on the io_uring event system (skipped,
+ *              with the reason, where the library or kernel has none).
+ *
+ * In each, a tick coroutine sleeps 1 ms at a time and records by how much
+ * each wake-up was late, first for `before` seconds with no writes, then
+ * while the writes run; an echo server on the same scheduler serves `conns`
+ * client connections (in a separate process on the other CPU), each
+ * sending a 64-byte request 1 ms after the previous answer came. The
+ * client splits its round trips into the same two phases and reports the
+ * requests per second and the 99th-percentile round trip of each.
+ *
+ * The reference is a plain write() loop of the same shape with fsync()
+ * (no st, nothing else running); run.sh divides each mode's write
+ * throughput by its. The file lives in `dir` (the current directory by default) and is
+ * removed afterwards; on tmpfs the figures say nothing about a disk, and a
+ * NOTE says so.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "st.h"
+
+enum {
+    MESSAGE = 64,             /* bytes of an echo request */
+    CLIENT_GAP_US = 1000,     /* a connection's pause between an answer and its next request */
+    TICK_US = 1000,           /* the tick coroutine's sleep */
+    MAX_CONNS = 256,
+    MAX_SAMPLES = 1 << 22,    /* per phase: ticks, or client round trips */
+};
+
+/* Phase boundaries, in bench_now() seconds, that the server hands to the client. */
+struct disk_phases {
+    double before_start;
+    double writes_start;
+    double writes_end;
+};
+
+/* Latencies of one phase, in seconds. */
+struct disk_samples {
+    double *v;
+    long n;
+};
+
+static int samples_init(struct disk_samples *s)
+{
+    s->n = 0;
+    s->v = malloc(sizeof(double) * MAX_SAMPLES);
+    return s->v != NULL ? 0 : -1;
+}
+
+static void samples_add(struct disk_samples *s, double value)
+{
+    if (s->n < MAX_SAMPLES) {
+        s->v[s->n++] = value;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a;
+    double y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The nearest-rank percentile `p` (0..100) of the samples (sorts them); 0 with none. */
+static double percentile(struct disk_samples *s, double p)
+{
+    if (s->n == 0) {
+        return 0;
+    }
+    qsort(s->v, (size_t)s->n, sizeof(double), cmp_double);
+    long rank = (long)(p / 100.0 * (double)s->n + 0.999999);
+    if (rank < 1) {
+        rank = 1;
+    }
+    if (rank > s->n) {
+        rank = s->n;
+    }
+    return s->v[rank - 1];
+}
+
+static char *fill_chunk(long chunk_kib)
+{
+    size_t len = (size_t)chunk_kib * 1024;
+    char *buf = malloc(len);
+    if (buf != NULL) {
+        for (size_t i = 0; i < len; i++) {
+            buf[i] = (char)('a' + i % 26);
+        }
+    }
+    return buf;
+}
+
+static void file_path(char *out, size_t len, const char *dir)
+{
+    (void)snprintf(out, len, "%s/st_bench_disk.%ld", dir, (long)getpid());
+}
+
+/* ---- the reference: a plain write loop -------------------------------------------------- */
+
+/* Write the load with write() and fsync(); MiB per second, or -1. */
+static double plain_write_loop(const struct disk_params *p)
+{
+    char path[4096];
+    file_path(path, sizeof path, p->dir);
+    char *chunk = fill_chunk(p->chunk_kib);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (chunk == NULL || fd < 0) {
+        perror("bench: disk: plain loop");
+        free(chunk);
+        return -1;
+    }
+    size_t len = (size_t)p->chunk_kib * 1024;
+    long long total = (long long)p->size_mib << 20;
+    long long sync_every = (long long)p->sync_mib << 20;
+    double t0 = bench_now();
+    int rc = 0;
+    for (long long done = 0; done < total && rc == 0; done += (long long)len) {
+        size_t off = 0;
+        while (off < len) {
+            ssize_t n = write(fd, chunk + off, len - off);
+            if (n <= 0) {
+                rc = -1;
+                break;
+            }
+            off += (size_t)n;
+        }
+        if (rc == 0 && (done + (long long)len) % sync_every == 0) {
+            rc = fsync(fd);
+        }
+    }
+    rc |= fsync(fd);
+    double t1 = bench_now();
+    (void)close(fd);
+    (void)unlink(path);
+    free(chunk);
+    if (rc != 0) {
+        perror("bench: disk: plain loop");
+        return -1;
+    }
+    return (double)p->size_mib / (t1 - t0);
+}
+
+/* ---- the echo client (a process of its own) ----------------------------------------------- */
+
+struct client_conn {
+    int fd;
+    double sent;  /* when the outstanding request went out; 0: none */
+    double due;   /* when the next request goes out */
+    size_t got;   /* bytes of the answer read */
+};
+
+/* File the round trip `rtt` that ended at `t` under the phase it ended in. */
+static void client_file(const struct disk_phases *ph, struct disk_samples *before,
+                        struct disk_samples *during, double t, double rtt)
+{
+    if (t >= ph->before_start && t < ph->writes_start) {
+        samples_add(before, rtt);
+    } else if (t >= ph->writes_start && t < ph->writes_end) {
+        samples_add(during, rtt);
+    }
+}
+
+static void client_report(const char *mode, const char *phase, struct disk_samples *s, double secs)
+{
+    char key[96];
+    (void)snprintf(key, sizeof key, "disk_%s_echo_%s_rps", mode, phase);
+    bench_result(key, secs > 0 ? (double)s->n / secs : 0, "req/s", "-",
+                 "  echo %s the writes, requests/s", phase);
+    (void)snprintf(key, sizeof key, "disk_%s_echo_%s_p99", mode, phase);
+    bench_result(key, percentile(s, 99) * 1e3, "ms", "-", "  echo %s the writes, p99 round trip",
+                 phase);
+}
+
+struct echo_client_state {
+    struct client_conn c[MAX_CONNS];
+    long conns;
+    int ep;
+    struct disk_samples ends; /* when each round trip ended */
+    struct disk_samples rtts; /* and how long it took */
+};
+
+/* Open the connections, each due to send at once; 0 or -1. */
+static int client_connect(struct echo_client_state *cl, long port, int ctl)
+{
+    cl->ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (unsigned)MAX_CONNS};
+    if (cl->ep < 0 || epoll_ctl(cl->ep, EPOLL_CTL_ADD, ctl, &ev) != 0) {
+        return -1;
+    }
+    struct sockaddr_in addr;
+    bench_loopback_addr(&addr, port);
+    for (long i = 0; i < cl->conns; i++) {
+        struct client_conn *c = &cl->c[i];
+        *c = (struct client_conn){.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+        if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+            perror("bench: disk: client connect");
+            return -1;
+        }
+        bench_set_nodelay(c->fd);
+        (void)bench_set_nonblocking(c->fd);
+        ev = (struct epoll_event){.events = EPOLLIN, .data.u32 = (unsigned)i};
+        (void)epoll_ctl(cl->ep, EPOLL_CTL_ADD, c->fd, &ev);
+        c->due = bench_now();
+    }
+    return 0;
+}
+
+/* Send the requests that are due; when the next one is due. */
+static double client_send_due(struct echo_client_state *cl)
+{
+    static const char msg[MESSAGE] = {'x'};
+    double now = bench_now();
+    double next = now + 1;
+    for (long i = 0; i < cl->conns; i++) {
+        struct client_conn *c = &cl->c[i];
+        if (c->sent == 0 && c->due <= now && write(c->fd, msg, sizeof msg) == (ssize_t)sizeof msg) {
+            c->sent = now;
+            c->got = 0;
+        }
+        if (c->sent == 0 && c->due < next) {
+            next = c->due;
+        }
+    }
+    return next;
+}
+
+/* Read what connection `c` has; a whole answer ends its round trip. */
+static void client_receive(struct echo_client_state *cl, struct client_conn *c)
+{
+    char buf[MESSAGE];
+    ssize_t got = read(c->fd, buf, sizeof buf - c->got);
+    if (got <= 0) {
+        return;
+    }
+    c->got += (size_t)got;
+    if (c->got == MESSAGE && c->sent != 0) {
+        double t = bench_now();
+        samples_add(&cl->ends, t);
+        samples_add(&cl->rtts, t - c->sent);
+        c->sent = 0;
+        c->due = t + CLIENT_GAP_US * 1e-6;
+    }
+}
+
+/* The run is over: split the round trips by the phases on `ctl` and report; 0 or 1. */
+static int client_finish(struct echo_client_state *cl, const char *mode, int ctl)
+{
+    struct disk_phases ph;
+    struct disk_samples before;
+    struct disk_samples during;
+    if (read(ctl, &ph, sizeof ph) != (ssize_t)sizeof ph || samples_init(&before) != 0 ||
+        samples_init(&during) != 0) {
+        return 1;
+    }
+    for (long s = 0; s < cl->ends.n; s++) {
+        client_file(&ph, &before, &during, cl->ends.v[s], cl->rtts.v[s]);
+    }
+    client_report(mode, "before", &before, ph.writes_start - ph.before_start);
+    client_report(mode, "during", &during, ph.writes_end - ph.writes_start);
+    return 0;
+}
+
+/*
+ * Keep `conns` connections to `port` busy with paced requests until the
+ * phases arrive on `ctl` (the server's end of the run), then report.
+ * Round trips are kept with their end time until the phases are known.
+ */
+static int echo_client(const char *mode, long port, long conns, int ctl)
+{
+    static struct echo_client_state cl;
+    cl.conns = conns;
+    if (samples_init(&cl.ends) != 0 || samples_init(&cl.rtts) != 0 ||
+        client_connect(&cl, port, ctl) != 0) {
+        return 1;
+    }
+    for (;;) {
+        double next = client_send_due(&cl);
+        struct epoll_event events[MAX_CONNS + 1];
+        int timeout_ms = (int)((next - bench_now()) * 1e3);
+        int n = epoll_wait(cl.ep, events, MAX_CONNS + 1, timeout_ms > 0 ? timeout_ms : 0);
+        for (int k = 0; k < n; k++) {
+            unsigned i = events[k].data.u32;
+            if (i == (unsigned)MAX_CONNS) {
+                return client_finish(&cl, mode, ctl);
+            }
+            client_receive(&cl, &cl.c[i]);
+        }
+    }
+}
+
+/* ---- the st server: ticks, echo and the writer on one scheduler -------------------------- */
+
+struct disk_run {
+    const struct disk_params *p;
+    bool writing;               /* the writes are under way: ticks go to `during` */
+    bool stop;                  /* the tick coroutine ends */
+    struct disk_samples before; /* tick lateness, seconds */
+    struct disk_samples during;
+};
+
+static void *tick_main(void *arg)
+{
+    struct disk_run *run = arg;
+    while (!run->stop) {
+        bool writing = run->writing;
+        double t = bench_now();
+        if (st_usleep(TICK_US) != 0) {
+            break;
+        }
+        double late = bench_now() - t - TICK_US * 1e-6;
+        /* A wake-up late for what came after the writes (removing the file) is not counted. */
+        if (!run->stop && writing == run->writing) {
+            samples_add(writing ? &run->during : &run->before, late > 0 ? late : 0);
+        }
+    }
+    return NULL;
+}
+
+static void *echo_conn(void *arg)
+{
+    st_netfd_t fd = arg;
+    char buf[MESSAGE];
+    ssize_t n;
+    while ((n = st_read(fd, buf, sizeof buf, ST_UTIME_NO_TIMEOUT)) > 0) {
+        if (st_write(fd, buf, (size_t)n, ST_UTIME_NO_TIMEOUT) != n) {
+            break;
+        }
+    }
+    (void)st_netfd_close(fd);
+    return NULL;
+}
+
+static void *echo_listener(void *arg)
+{
+    st_netfd_t lfd = arg;
+    st_netfd_t fd;
+    while ((fd = st_accept(lfd, NULL, NULL, ST_UTIME_NO_TIMEOUT)) != NULL) {
+        int one = 1;
+        (void)setsockopt(st_netfd_fileno(fd), IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof one);
+        if (st_thread_create(echo_conn, fd, 0, 0) == NULL) {
+            (void)st_netfd_close(fd);
+        }
+    }
+    return NULL;
+}
+
+/*
+ * The writes through st: 0, or -1 with errno. Between two writes the
+ * writer lets the scheduler run (st_usleep(0) goes through the event loop),
+ * as a recorder that waits for its next chunk from the network does: with
+ * State Threads' blocking calls, the others then wait for one write or one
+ * fsync at a time rather than for the whole file.
+ */
+static int st_writes(const struct disk_params *p, const char *path, const char *chunk,
+                     struct disk_run *run)
+{
+    st_netfd_t fd = st_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd == NULL) {
+        return -1;
+    }
+    size_t len = (size_t)p->chunk_kib * 1024;
+    long long total = (long long)p->size_mib << 20;
+    long long sync_every = (long long)p->sync_mib << 20;
+    int rc = 0;
+    for (long long done = 0; done < total && rc == 0; done += (long long)len) {
+        if (st_write(fd, chunk, len, ST_UTIME_NO_TIMEOUT) != (ssize_t)len) {
+            rc = -1;
+        } else if ((done + (long long)len) % sync_every == 0) {
+            rc = st_fsync(fd, ST_UTIME_NO_TIMEOUT);
+        }
+        if (rc == 0) {
+            rc = st_usleep(0);
+        }
+    }
+    if (rc == 0) {
+        rc = st_fsync(fd, ST_UTIME_NO_TIMEOUT);
+    }
+    int err = errno;
+    /* Closing and removing a 1 GiB file blocks (dropping its page cache): not measured. */
+    run->stop = true;
+    (void)st_netfd_close(fd);
+    errno = err;
+    return rc;
+}
+
+static void report_lateness(const char *mode, struct disk_run *run)
+{
+    char key[96];
+    (void)snprintf(key, sizeof key, "disk_%s_tick_before_p99", mode);
+    bench_result(key, percentile(&run->before, 99) * 1e3, "ms", "-",
+                 "  1 ms tick, lateness before the writes, p99");
+    const struct {
+        const char *name;
+        double p;
+        const char *what;
+    } figures[] = {{"p50", 50, "median"}, {"p99", 99, "p99"}, {"max", 100, "slowest"}};
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        (void)snprintf(key, sizeof key, "disk_%s_tick_%s", mode, figures[i].name);
+        bench_result(key, percentile(&run->during, figures[i].p) * 1e3, "ms", "-",
+                     "  1 ms tick, lateness during the writes, %s", figures[i].what);
+    }
+}
+
+struct disk_mode {
+    const char *name;
+    int file_io;  /* ST_FILE_IO_* */
+    int eventsys; /* ST_EVENTSYS_* */
+};
+
+/*
+ * One mode, in this (fresh) process: the echo client forked first, then the
+ * scheduler with its tick, echo and writer. 0, 1 on failure, 2 when the mode
+ * cannot run here (said in a NOTE).
+ */
+static int run_mode(const struct disk_params *p, const struct disk_mode *m)
+{
+    unsigned port = 0;
+    int lfd = bench_listen_loopback(0, 128, &port);
+    int ctl[2];
+    if (lfd < 0 || pipe2(ctl, O_CLOEXEC) != 0) {
+        perror("bench: disk");
+        return 1;
+    }
+    pid_t client = -1;
+    if (p->conns > 0) {
+        client = bench_fork();
+        if (client == 0) {
+            (void)close(ctl[1]);
+            (void)close(lfd);
+            bench_pin(bench_cpu(1));
+            _exit(echo_client(m->name, port, p->conns, ctl[0]));
+        }
+        if (client < 0) {
+            return 1;
+        }
+    }
+    (void)close(ctl[0]);
+    int rc = 0;
+    if (st_set_eventsys(m->eventsys) != 0 || st_init() != 0 || st_set_file_io(m->file_io) != 0) {
+        bench_note("disk %s: not measured: %s", m->name, strerror(errno));
+        rc = 2;
+    }
+    struct disk_run run = {.p = p};
+    char *chunk = fill_chunk(p->chunk_kib);
+    if (rc == 0 && (chunk == NULL || samples_init(&run.before) != 0 ||
+                    samples_init(&run.during) != 0)) {
+        rc = 1;
+    }
+    st_netfd_t listener = rc == 0 ? st_netfd_open_socket(lfd) : NULL;
+    st_thread_t tick = NULL;
+    struct disk_phases ph = {0};
+    if (rc == 0 && listener != NULL) {
+        tick = st_thread_create(tick_main, &run, 1, 0);
+        (void)st_thread_create(echo_listener, listener, 0, 0);
+        ph.before_start = bench_now();
+        (void)st_usleep((st_utime_t)(p->before_s * 1e6));
+        char path[4096];
+        file_path(path, sizeof path, p->dir);
+        run.writing = true;
+        ph.writes_start = bench_now();
+        int wrc = st_writes(p, path, chunk, &run);
+        ph.writes_end = bench_now();
+        int err = errno;
+        (void)unlink(path);
+        if (tick != NULL) {
+            (void)st_thread_join(tick, NULL);
+        }
+        if (wrc != 0) {
+            bench_note("disk %s: the writes failed: %s", m->name, strerror(err));
+            rc = 1;
+        } else {
+            double mibps = (double)p->size_mib / (ph.writes_end - ph.writes_start);
+            char key[96];
+            (void)snprintf(key, sizeof key, "disk_%s_mibps", m->name);
+            bench_result(key, mibps, "MiB/s", "disk_plain_mibps", "%s: write throughput", m->name);
+            report_lateness(m->name, &run);
+        }
+    } else if (rc == 0) {
+        rc = 1;
+    }
+    if (client > 0) {
+        if (rc == 0 && write(ctl[1], &ph, sizeof ph) != (ssize_t)sizeof ph) {
+            rc = 1;
+        }
+        (void)close(ctl[1]);
+        int status = 0;
+        if (rc == 0) {
+            (void)waitpid(client, &status, 0);
+        } else {
+            bench_stop_child(client);
+        }
+    }
+    free(chunk);
+    free(run.before.v);
+    free(run.during.v);
+    return rc;
+}
+
+struct mode_job {
+    const struct disk_params *p;
+    const struct disk_mode *m;
+};
+
+static int mode_in_child(const void *arg)
+{
+    const struct mode_job *job = arg;
+    int rc = run_mode(job->p, job->m);
+    return rc == 2 ? 0 : rc;
+}
+
+/* Say what the file system under `dir` is; a tmpfs is no disk. */
+static void note_file_system(const char *dir)
+{
+    struct statfs fs;
+    if (statfs(dir, &fs) != 0) {
+        bench_note("disk: statfs %s: %s", dir, strerror(errno));
+        return;
+    }
+    if (fs.f_type == TMPFS_MAGIC) {
+        bench_note("disk: %s is on tmpfs: these figures say nothing about a disk", dir);
+    } else {
+        bench_note("disk: files in %s (file system type 0x%lx, %ld MiB free)", dir,
+                   (unsigned long)fs.f_type,
+                   (long)((unsigned long long)fs.f_bavail * (unsigned long long)fs.f_bsize >> 20));
+    }
+}
+
+/* The plain loop here, then each mode in a fresh process. */
+int bench_disk(const struct disk_params *p)
+{
+    static const struct disk_mode modes[] = {
+        {"blocking", ST_FILE_IO_BLOCKING, ST_EVENTSYS_ALT},
+        {"workers", ST_FILE_IO_WORKERS, ST_EVENTSYS_ALT},
+        {"io_uring", ST_FILE_IO_URING, ST_EVENTSYS_IO_URING},
+    };
+    if (p->chunk_kib < 1 || p->sync_mib < 1 || p->size_mib < 1 || p->conns > MAX_CONNS ||
+        ((long long)p->sync_mib << 20) % ((long long)p->chunk_kib << 10) != 0) {
+        fprintf(stderr, "st_bench: disk: --sync must be a multiple of --chunk; --conns at most %d\n",
+                MAX_CONNS);
+        return 1;
+    }
+    note_file_system(p->dir);
+    fprintf(stderr, "st_bench: disk, plain write loop\n");
+    double plain_mibps = plain_write_loop(p);
+    int rc = plain_mibps < 0;
+    if (plain_mibps >= 0) {
+        bench_result("disk_plain_mibps", plain_mibps, "MiB/s", "-",
+                     "disk: plain write loop, %ld MiB in %ld KiB writes, fsync every %ld MiB",
+                     p->size_mib, p->chunk_kib, p->sync_mib);
+    }
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (!bench_server_wanted(p->modes, modes[i].name)) {
+            continue;
+        }
+        fprintf(stderr, "st_bench: disk %s\n", modes[i].name);
+        struct mode_job job = {p, &modes[i]};
+        rc |= bench_in_child(mode_in_child, &job) != 0;
+    }
+    return rc;
+}
