@@ -207,6 +207,7 @@ struct disk_params {
     long sync_mib;     /* an fsync after every this many MiB (a multiple of the chunk) */
     long conns;        /* echo client connections (0: no echo) */
     double before_s;   /* the phase with no writes first */
+    int rounds;        /* each mode and the plain loop run this often, alternating */
 };
 int bench_disk(const struct disk_params *params);
 

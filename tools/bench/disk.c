@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,16 +185,13 @@ static void client_file(const struct disk_phases *ph, struct disk_samples *befor
     }
 }
 
-static void client_report(const char *mode, const char *phase, struct disk_samples *s, double secs)
-{
-    char key[96];
-    (void)snprintf(key, sizeof key, "disk_%s_echo_%s_rps", mode, phase);
-    bench_result(key, secs > 0 ? (double)s->n / secs : 0, "req/s", "-",
-                 "  echo %s the writes, requests/s", phase);
-    (void)snprintf(key, sizeof key, "disk_%s_echo_%s_p99", mode, phase);
-    bench_result(key, percentile(s, 99) * 1e3, "ms", "-", "  echo %s the writes, p99 round trip",
-                 phase);
-}
+/* What the client measured, handed to the server's process through a pipe. */
+struct echo_figures {
+    double before_rps;
+    double before_p99; /* seconds */
+    double during_rps;
+    double during_p99;
+};
 
 struct echo_client_state {
     struct client_conn c[MAX_CONNS];
@@ -266,8 +264,8 @@ static void client_receive(struct echo_client_state *cl, struct client_conn *c)
     }
 }
 
-/* The run is over: split the round trips by the phases on `ctl` and report; 0 or 1. */
-static int client_finish(struct echo_client_state *cl, const char *mode, int ctl)
+/* The run is over: split the round trips by the phases on `ctl`, send the figures to `out`. */
+static int client_finish(struct echo_client_state *cl, int ctl, int out)
 {
     struct disk_phases ph;
     struct disk_samples before;
@@ -279,17 +277,24 @@ static int client_finish(struct echo_client_state *cl, const char *mode, int ctl
     for (long s = 0; s < cl->ends.n; s++) {
         client_file(&ph, &before, &during, cl->ends.v[s], cl->rtts.v[s]);
     }
-    client_report(mode, "before", &before, ph.writes_start - ph.before_start);
-    client_report(mode, "during", &during, ph.writes_end - ph.writes_start);
-    return 0;
+    double before_s = ph.writes_start - ph.before_start;
+    double during_s = ph.writes_end - ph.writes_start;
+    struct echo_figures f = {
+        .before_rps = before_s > 0 ? (double)before.n / before_s : 0,
+        .before_p99 = percentile(&before, 99),
+        .during_rps = during_s > 0 ? (double)during.n / during_s : 0,
+        .during_p99 = percentile(&during, 99),
+    };
+    return write(out, &f, sizeof f) == (ssize_t)sizeof f ? 0 : 1;
 }
 
 /*
  * Keep `conns` connections to `port` busy with paced requests until the
- * phases arrive on `ctl` (the server's end of the run), then report.
- * Round trips are kept with their end time until the phases are known.
+ * phases arrive on `ctl` (the server's end of the run), then send the
+ * figures to `out`. Round trips are kept with their end time until the
+ * phases are known.
  */
-static int echo_client(const char *mode, long port, long conns, int ctl)
+static int echo_client(long port, long conns, int ctl, int out)
 {
     static struct echo_client_state cl;
     cl.conns = conns;
@@ -305,7 +310,7 @@ static int echo_client(const char *mode, long port, long conns, int ctl)
         for (int k = 0; k < n; k++) {
             unsigned i = events[k].data.u32;
             if (i == (unsigned)MAX_CONNS) {
-                return client_finish(&cl, mode, ctl);
+                return client_finish(&cl, ctl, out);
             }
             client_receive(&cl, &cl.c[i]);
         }
@@ -407,23 +412,17 @@ static int st_writes(const struct disk_params *p, const char *path, const char *
     return rc;
 }
 
-static void report_lateness(const char *mode, struct disk_run *run)
-{
-    char key[96];
-    (void)snprintf(key, sizeof key, "disk_%s_tick_before_p99", mode);
-    bench_result(key, percentile(&run->before, 99) * 1e3, "ms", "-",
-                 "  1 ms tick, lateness before the writes, p99");
-    const struct {
-        const char *name;
-        double p;
-        const char *what;
-    } figures[] = {{"p50", 50, "median"}, {"p99", 99, "p99"}, {"max", 100, "slowest"}};
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
-        (void)snprintf(key, sizeof key, "disk_%s_tick_%s", mode, figures[i].name);
-        bench_result(key, percentile(&run->during, figures[i].p) * 1e3, "ms", "-",
-                     "  1 ms tick, lateness during the writes, %s", figures[i].what);
-    }
-}
+/* One run's figures: a mode's, or the plain loop's (only mibps). Latencies in seconds. */
+struct disk_figures {
+    int status; /* 0 measured, 1 failed, 2 not available here */
+    double mibps;
+    double tick_before_p99;
+    double tick_p50;
+    double tick_p99;
+    double tick_max;
+    struct echo_figures echo;
+    char why[160]; /* status 2: why */
+};
 
 struct disk_mode {
     const char *name;
@@ -431,105 +430,179 @@ struct disk_mode {
     int eventsys; /* ST_EVENTSYS_* */
 };
 
-/*
- * One mode, in this (fresh) process: the echo client forked first, then the
- * scheduler with its tick, echo and writer. 0, 1 on failure, 2 when the mode
- * cannot run here (said in a NOTE).
- */
-static int run_mode(const struct disk_params *p, const struct disk_mode *m)
+/* The st side of a run, after st_init: fills f (status 0 or 1). */
+static void run_scheduler(const struct disk_params *p, int lfd, struct disk_phases *ph,
+                          struct disk_figures *f)
 {
-    unsigned port = 0;
-    int lfd = bench_listen_loopback(0, 128, &port);
-    int ctl[2];
-    if (lfd < 0 || pipe2(ctl, O_CLOEXEC) != 0) {
-        perror("bench: disk");
-        return 1;
-    }
-    pid_t client = -1;
-    if (p->conns > 0) {
-        client = bench_fork();
-        if (client == 0) {
-            (void)close(ctl[1]);
-            (void)close(lfd);
-            bench_pin(bench_cpu(1));
-            _exit(echo_client(m->name, port, p->conns, ctl[0]));
-        }
-        if (client < 0) {
-            return 1;
-        }
-    }
-    (void)close(ctl[0]);
-    int rc = 0;
-    if (st_set_eventsys(m->eventsys) != 0 || st_init() != 0 || st_set_file_io(m->file_io) != 0) {
-        bench_note("disk %s: not measured: %s", m->name, strerror(errno));
-        rc = 2;
-    }
     struct disk_run run = {.p = p};
     char *chunk = fill_chunk(p->chunk_kib);
-    if (rc == 0 && (chunk == NULL || samples_init(&run.before) != 0 ||
-                    samples_init(&run.during) != 0)) {
-        rc = 1;
-    }
-    st_netfd_t listener = rc == 0 ? st_netfd_open_socket(lfd) : NULL;
-    st_thread_t tick = NULL;
-    struct disk_phases ph = {0};
-    if (rc == 0 && listener != NULL) {
-        tick = st_thread_create(tick_main, &run, 1, 0);
+    st_netfd_t listener = st_netfd_open_socket(lfd);
+    f->status = 1;
+    if (chunk != NULL && samples_init(&run.before) == 0 && samples_init(&run.during) == 0 &&
+        listener != NULL) {
+        st_thread_t tick = st_thread_create(tick_main, &run, 1, 0);
         (void)st_thread_create(echo_listener, listener, 0, 0);
-        ph.before_start = bench_now();
+        ph->before_start = bench_now();
         (void)st_usleep((st_utime_t)(p->before_s * 1e6));
         char path[4096];
         file_path(path, sizeof path, p->dir);
         run.writing = true;
-        ph.writes_start = bench_now();
+        ph->writes_start = bench_now();
         int wrc = st_writes(p, path, chunk, &run);
-        ph.writes_end = bench_now();
+        ph->writes_end = bench_now();
         int err = errno;
         (void)unlink(path);
         if (tick != NULL) {
             (void)st_thread_join(tick, NULL);
         }
-        if (wrc != 0) {
-            bench_note("disk %s: the writes failed: %s", m->name, strerror(err));
-            rc = 1;
+        if (wrc == 0) {
+            f->status = 0;
+            f->mibps = (double)p->size_mib / (ph->writes_end - ph->writes_start);
+            f->tick_before_p99 = percentile(&run.before, 99);
+            f->tick_p50 = percentile(&run.during, 50);
+            f->tick_p99 = percentile(&run.during, 99);
+            f->tick_max = percentile(&run.during, 100);
         } else {
-            double mibps = (double)p->size_mib / (ph.writes_end - ph.writes_start);
-            char key[96];
-            (void)snprintf(key, sizeof key, "disk_%s_mibps", m->name);
-            bench_result(key, mibps, "MiB/s", "disk_plain_mibps", "%s: write throughput", m->name);
-            report_lateness(m->name, &run);
-        }
-    } else if (rc == 0) {
-        rc = 1;
-    }
-    if (client > 0) {
-        if (rc == 0 && write(ctl[1], &ph, sizeof ph) != (ssize_t)sizeof ph) {
-            rc = 1;
-        }
-        (void)close(ctl[1]);
-        int status = 0;
-        if (rc == 0) {
-            (void)waitpid(client, &status, 0);
-        } else {
-            bench_stop_child(client);
+            (void)snprintf(f->why, sizeof f->why, "the writes failed: %s", strerror(err));
         }
     }
     free(chunk);
     free(run.before.v);
     free(run.during.v);
-    return rc;
 }
 
-struct mode_job {
-    const struct disk_params *p;
-    const struct disk_mode *m;
-};
-
-static int mode_in_child(const void *arg)
+/*
+ * One mode, in this (fresh) process: the echo client forked first, then the
+ * scheduler with its tick, echo and writer. The figures go to `out`.
+ */
+static int run_mode(const struct disk_params *p, const struct disk_mode *m, int out)
 {
-    const struct mode_job *job = arg;
-    int rc = run_mode(job->p, job->m);
-    return rc == 2 ? 0 : rc;
+    struct disk_figures f = {.status = 1};
+    unsigned port = 0;
+    int lfd = bench_listen_loopback(0, 128, &port);
+    int ctl[2];
+    int res[2];
+    if (lfd < 0 || pipe2(ctl, O_CLOEXEC) != 0 || pipe2(res, O_CLOEXEC) != 0) {
+        perror("bench: disk");
+        return 1;
+    }
+    pid_t client = p->conns > 0 ? bench_fork() : -1;
+    if (client == 0) {
+        (void)close(ctl[1]);
+        (void)close(res[0]);
+        (void)close(lfd);
+        bench_pin(bench_cpu(1));
+        _exit(echo_client(port, p->conns, ctl[0], res[1]));
+    }
+    (void)close(ctl[0]);
+    (void)close(res[1]);
+    struct disk_phases ph = {0};
+    if (st_set_eventsys(m->eventsys) != 0 || st_init() != 0 || st_set_file_io(m->file_io) != 0) {
+        f.status = 2;
+        (void)snprintf(f.why, sizeof f.why, "%s", strerror(errno));
+    } else {
+        run_scheduler(p, lfd, &ph, &f);
+    }
+    if (client > 0) {
+        if (f.status == 0 && (write(ctl[1], &ph, sizeof ph) != (ssize_t)sizeof ph ||
+                              read(res[0], &f.echo, sizeof f.echo) != (ssize_t)sizeof f.echo)) {
+            f.status = 1;
+            (void)snprintf(f.why, sizeof f.why, "the echo client did not report");
+        }
+        bench_stop_child(client);
+    }
+    return write(out, &f, sizeof f) == (ssize_t)sizeof f ? 0 : 1;
+}
+
+/* Run `m` (NULL: the plain loop) in a fresh process; its figures in *f. */
+static void run_in_child(const struct disk_params *p, const struct disk_mode *m,
+                         struct disk_figures *f)
+{
+    *f = (struct disk_figures){.status = 1};
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+        return;
+    }
+    pid_t pid = bench_fork();
+    if (pid == 0) {
+        (void)close(pipefd[0]);
+        int rc = 1;
+        if (m != NULL) {
+            rc = run_mode(p, m, pipefd[1]);
+        } else {
+            struct disk_figures plain = {.mibps = plain_write_loop(p)};
+            plain.status = plain.mibps < 0;
+            rc = write(pipefd[1], &plain, sizeof plain) == (ssize_t)sizeof plain ? 0 : 1;
+        }
+        _exit(rc);
+    }
+    (void)close(pipefd[1]);
+    if (pid > 0 && read(pipefd[0], f, sizeof *f) != (ssize_t)sizeof *f) {
+        f->status = 1;
+    }
+    (void)close(pipefd[0]);
+    if (pid > 0) {
+        int status = 0;
+        (void)waitpid(pid, &status, 0);
+    }
+}
+
+static void note_round(const char *name, int round, const struct disk_figures *f,
+                       const struct disk_figures *plain)
+{
+    if (f->status != 0) {
+        bench_note("disk %s, run %d: %s", name, round + 1,
+                   f->status == 2 ? f->why : (f->why[0] != '\0' ? f->why : "failed"));
+        return;
+    }
+    bench_note("disk %s, run %d: %.0f MiB/s (%.2fx the plain loop's in this run); tick late "
+               "p50 %.2f p99 %.2f max %.1f ms (before the writes p99 %.2f); echo before %.0f req/s "
+               "p99 %.2f ms, during %.0f req/s p99 %.2f ms",
+               name, round + 1, f->mibps, plain->status == 0 ? f->mibps / plain->mibps : 0,
+               f->tick_p50 * 1e3, f->tick_p99 * 1e3, f->tick_max * 1e3, f->tick_before_p99 * 1e3,
+               f->echo.before_rps, f->echo.before_p99 * 1e3, f->echo.during_rps,
+               f->echo.during_p99 * 1e3);
+}
+
+/* The medians over the rounds that measured (n of them) of one mode. */
+static void report_mode(const char *name, const struct disk_figures *rounds, int n)
+{
+    static const struct {
+        const char *key;
+        size_t offset;
+        double scale;
+        const char *unit;
+        const char *what;
+    } figures[] = {
+        {"tick_before_p99", offsetof(struct disk_figures, tick_before_p99), 1e3, "ms",
+         "1 ms tick, lateness before the writes, p99"},
+        {"tick_p50", offsetof(struct disk_figures, tick_p50), 1e3, "ms",
+         "1 ms tick, lateness during the writes, median"},
+        {"tick_p99", offsetof(struct disk_figures, tick_p99), 1e3, "ms",
+         "1 ms tick, lateness during the writes, p99"},
+        {"tick_max", offsetof(struct disk_figures, tick_max), 1e3, "ms",
+         "1 ms tick, lateness during the writes, slowest"},
+        {"echo_before_rps", offsetof(struct disk_figures, echo.before_rps), 1, "req/s",
+         "echo before the writes, requests/s"},
+        {"echo_before_p99", offsetof(struct disk_figures, echo.before_p99), 1e3, "ms",
+         "echo before the writes, p99 round trip"},
+        {"echo_during_rps", offsetof(struct disk_figures, echo.during_rps), 1, "req/s",
+         "echo during the writes, requests/s"},
+        {"echo_during_p99", offsetof(struct disk_figures, echo.during_p99), 1e3, "ms",
+         "echo during the writes, p99 round trip"},
+    };
+    char key[96];
+    (void)snprintf(key, sizeof key, "disk_%s_mibps", name);
+    bench_result(key, bench_median_field(rounds, sizeof *rounds, n,
+                                         offsetof(struct disk_figures, mibps)),
+                 "MiB/s", "disk_plain_mibps", "disk %s: write throughput", name);
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        (void)snprintf(key, sizeof key, "disk_%s_%s", name, figures[i].key);
+        bench_result(key,
+                     bench_median_field(rounds, sizeof *rounds, n, figures[i].offset) *
+                         figures[i].scale,
+                     figures[i].unit, "-", "  %s", figures[i].what);
+    }
 }
 
 /* Say what the file system under `dir` is; a tmpfs is no disk. */
@@ -549,36 +622,62 @@ static void note_file_system(const char *dir)
     }
 }
 
-/* The plain loop here, then each mode in a fresh process. */
+enum { MODES = 3 };
+static const struct disk_mode modes[MODES] = {
+    {"blocking", ST_FILE_IO_BLOCKING, ST_EVENTSYS_ALT},
+    {"workers", ST_FILE_IO_WORKERS, ST_EVENTSYS_ALT},
+    {"io_uring", ST_FILE_IO_URING, ST_EVENTSYS_IO_URING},
+};
+
+/* Rounds of the plain loop and then each mode, each run in a fresh process; the medians. */
 int bench_disk(const struct disk_params *p)
 {
-    static const struct disk_mode modes[] = {
-        {"blocking", ST_FILE_IO_BLOCKING, ST_EVENTSYS_ALT},
-        {"workers", ST_FILE_IO_WORKERS, ST_EVENTSYS_ALT},
-        {"io_uring", ST_FILE_IO_URING, ST_EVENTSYS_IO_URING},
-    };
     if (p->chunk_kib < 1 || p->sync_mib < 1 || p->size_mib < 1 || p->conns > MAX_CONNS ||
+        p->rounds < 1 || p->rounds > BENCH_MAX_SAMPLES ||
         ((long long)p->sync_mib << 20) % ((long long)p->chunk_kib << 10) != 0) {
         fprintf(stderr, "st_bench: disk: --sync must be a multiple of --chunk; --conns at most %d\n",
                 MAX_CONNS);
         return 1;
     }
     note_file_system(p->dir);
-    fprintf(stderr, "st_bench: disk, plain write loop\n");
-    double plain_mibps = plain_write_loop(p);
-    int rc = plain_mibps < 0;
-    if (plain_mibps >= 0) {
-        bench_result("disk_plain_mibps", plain_mibps, "MiB/s", "-",
-                     "disk: plain write loop, %ld MiB in %ld KiB writes, fsync every %ld MiB",
+    static struct disk_figures plain[BENCH_MAX_SAMPLES];
+    static struct disk_figures runs[MODES][BENCH_MAX_SAMPLES];
+    int nplain = 0;
+    int nruns[MODES] = {0};
+    int rc = 0;
+    for (int r = 0; r < p->rounds; r++) {
+        fprintf(stderr, "st_bench: disk, round %d: plain write loop\n", r + 1);
+        run_in_child(p, NULL, &plain[nplain]);
+        const struct disk_figures *this_plain = &plain[nplain];
+        if (this_plain->status == 0) {
+            bench_note("disk plain loop, run %d: %.0f MiB/s", r + 1, this_plain->mibps);
+            nplain++;
+        } else {
+            rc = 1;
+        }
+        for (int i = 0; i < MODES; i++) {
+            if (!bench_server_wanted(p->modes, modes[i].name)) {
+                continue;
+            }
+            fprintf(stderr, "st_bench: disk, round %d: %s\n", r + 1, modes[i].name);
+            struct disk_figures *f = &runs[i][nruns[i]];
+            run_in_child(p, &modes[i], f);
+            note_round(modes[i].name, r, f, this_plain);
+            rc |= f->status == 1;
+            nruns[i] += f->status == 0;
+        }
+    }
+    if (nplain > 0) {
+        bench_result("disk_plain_mibps",
+                     bench_median_field(plain, sizeof *plain, nplain,
+                                        offsetof(struct disk_figures, mibps)),
+                     "MiB/s", "-", "disk: plain write loop, %ld MiB in %ld KiB writes, fsync every %ld MiB",
                      p->size_mib, p->chunk_kib, p->sync_mib);
     }
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        if (!bench_server_wanted(p->modes, modes[i].name)) {
-            continue;
+    for (int i = 0; i < MODES; i++) {
+        if (nruns[i] > 0) {
+            report_mode(modes[i].name, runs[i], nruns[i]);
         }
-        fprintf(stderr, "st_bench: disk %s\n", modes[i].name);
-        struct mode_job job = {p, &modes[i]};
-        rc |= bench_in_child(mode_in_child, &job) != 0;
     }
     return rc;
 }

@@ -21,6 +21,7 @@
  *              writes a large file, per file I/O mode (blocking, workers,
  *              io_uring), against a plain write loop [--mode NAME[,NAME...]|all]
  *              [--dir DIR] [--size MIB] [--chunk KIB] [--sync MIB] [--conns N] [--before S]
+ *              [--repeat N]
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
@@ -115,7 +116,7 @@ static void usage(void)
             "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
             "           [--limit S] [--repeat N] [--warm]\n"
             "  disk   [--mode blocking|workers|io_uring[,...]|all] [--dir DIR] [--size MIB]\n"
-            "         [--chunk KIB] [--sync MIB] [--conns N] [--before S]\n"
+            "         [--chunk KIB] [--sync MIB] [--conns N] [--before S] [--repeat N]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n"
             "  echo and serve: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
@@ -322,7 +323,8 @@ static int run_disk(const struct options *o, const char *conns, bool child)
                                .chunk_kib = o->chunk_kib,
                                .sync_mib = o->sync_mib,
                                .conns = n,
-                               .before_s = o->before}};
+                               .before_s = o->before,
+                               .rounds = (int)o->repeat}};
     fprintf(stderr, "st_bench: disk, %ld MiB to %s\n", o->size_mib, o->dir);
     return run_group(&job, child);
 }
