@@ -50,7 +50,7 @@ struct st__io_req {
     off_t offset;       /* file operations: where, or -1 for the file position */
 };
 
-/* submit_io did nothing: the caller takes the readiness path for this call. */
+/* submit_io did nothing: the caller carries the call out another way (see submit_io). */
 #define ST__IO_NOT_SUBMITTED ((ssize_t)-2)
 
 struct st__backend_ops {

@@ -95,6 +95,75 @@ static enum st__file_way file_way(const struct st__sched *sched, st_utime_t time
     }
 }
 
+/* On the worker pool. In flight, the operation counts as a user of the netfd: st_netfd_close says EBUSY. */
+static ssize_t on_workers(struct st__sched *sched, st_netfd_t fd, const struct st__io_req *req,
+                          st_utime_t timeout)
+{
+    st__netfd_enter(fd);
+    ssize_t n = st__workers_run(sched, fd->osfd, req, timeout);
+    bool freed = !fd->inuse; /* st_netfd_free() while it was in flight */
+    st__netfd_leave(sched, fd);
+    if (freed && n < 0) {
+        errno = EBADF;
+    }
+    return n;
+}
+
+/* As an operation of the io_uring backend; one it does not take goes to the workers. */
+static ssize_t on_uring(struct st__sched *sched, st_netfd_t fd, const struct st__io_req *req,
+                        st_utime_t timeout)
+{
+    ssize_t n = st__io_submit(fd, req, timeout);
+    if (n != ST__IO_NOT_SUBMITTED) {
+        return n;
+    }
+    if (!st__netfd_usable(fd)) {
+        return -1;
+    }
+    return on_workers(sched, fd, req, timeout);
+}
+
+/* Does `req` read or write at the file position? */
+static bool at_position(const struct st__io_req *req)
+{
+    return req->offset < 0 && req->kind != ST__IO_FSYNC;
+}
+
+/*
+ * An io_uring operation at the file position, when no other one of the
+ * netfd is in flight. read(2) and write(2) hold the file's position lock
+ * from reading the position to moving it; io_uring reads it when the
+ * operation starts and moves it when it ends, with no lock, so two at once
+ * would read or write the same bytes. Waiting for the turn is a wait like
+ * any other: up to `timeout`, ended by an interrupt (ETIME, EINTR, nothing
+ * done), and a user of the netfd, so that it is neither closed nor
+ * recycled under the turn.
+ */
+static ssize_t on_uring_in_turn(struct st__sched *sched, st_netfd_t fd,
+                                const struct st__io_req *req, st_utime_t timeout)
+{
+    st__netfd_enter(fd);
+    int rc = 0;
+    while (rc == 0 && fd->position_busy && fd->inuse) {
+        rc = st_cond_timedwait(&fd->position_turn, timeout);
+    }
+    ssize_t n = -1;
+    if (!fd->inuse) {
+        errno = EBADF; /* st_netfd_free() while it waited */
+    } else if (rc == 0) {
+        fd->position_busy = true;
+        n = on_uring(sched, fd, req, timeout);
+        fd->position_busy = false;
+        if (st__cond_has_waiters(&fd->position_turn)) {
+            (void)st_cond_signal(&fd->position_turn);
+        }
+    }
+    int err = errno;
+    st__netfd_leave(sched, fd);
+    errno = err;
+    return n;
+}
+
 ssize_t st__file_io(st_netfd_t fd, const struct st__io_req *req, st_utime_t timeout)
 {
     if (!st__netfd_usable(fd)) {
@@ -104,28 +173,16 @@ ssize_t st__file_io(st_netfd_t fd, const struct st__io_req *req, st_utime_t time
     if (sched != NULL && !sched->initialized) {
         sched = NULL; /* a netfd kept past st_destroy: nothing to wait with */
     }
-    enum st__file_way way = file_way(sched, timeout);
-    if (way == ST__FILE_IN_PLACE) {
+    switch (file_way(sched, timeout)) {
+    case ST__FILE_IN_PLACE:
         return st__file_op_run(fd->osfd, req);
+    case ST__FILE_URING:
+        return at_position(req) ? on_uring_in_turn(sched, fd, req, timeout)
+                                : on_uring(sched, fd, req, timeout);
+    case ST__FILE_WORKERS:
+    default:
+        return on_workers(sched, fd, req, timeout);
     }
-    if (way == ST__FILE_URING) {
-        ssize_t n = st__io_submit(fd, req, timeout);
-        if (n != ST__IO_NOT_SUBMITTED) {
-            return n;
-        }
-        if (!st__netfd_usable(fd)) {
-            return -1;
-        }
-    }
-    /* In flight, the operation counts as a user of the netfd: st_netfd_close says EBUSY. */
-    st__netfd_enter(fd);
-    ssize_t n = st__workers_run(sched, fd->osfd, req, timeout);
-    bool freed = !fd->inuse; /* st_netfd_free() while it was in flight */
-    st__netfd_leave(sched, fd);
-    if (freed && n < 0) {
-        errno = EBADF;
-    }
-    return n;
 }
 
 /* st_pread and friends on a pipe, socket or tty: the system call, which does not wait there. */

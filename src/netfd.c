@@ -63,6 +63,8 @@ struct _st_netfd *st__netfd_new(int osfd, unsigned how)
     fd->inuse = true;
     fd->is_file = is_file;
     fd->users = 0;
+    fd->position_busy = false;
+    st__cond_init(&fd->position_turn);
     fd->private_data = NULL;
     fd->destructor = NULL;
     st__list_insert_tail(&sched->netfds, &fd->live);

@@ -11,6 +11,7 @@
 
 #include "list.h"
 #include "st.h"
+#include "sync.h"
 
 struct st__sched;
 
@@ -34,6 +35,14 @@ struct _st_netfd {
     void (*destructor)(void *value);
     /* On the scheduler's list of netfds handed out, or on its free list once recycled. */
     struct st__list live;
+    /*
+     * File netfds: an io_uring operation at the file position is in
+     * flight, and the coroutines waiting for their turn (file_io.c). The
+     * kernel takes no lock on the position for io_uring as it does for
+     * read(2) and write(2), so st makes those operations take turns.
+     */
+    bool position_busy;
+    struct _st_cond position_turn;
 };
 
 /* How st__netfd_new treats the descriptor. */

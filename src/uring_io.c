@@ -39,9 +39,9 @@
  * preadv(2), pwritev(2) and fsync(2) (a negative offset other than -1 is
  * EINVAL, a write on a descriptor opened for reading EBADF), except that
  * -EAGAIN and -EINTR, which did nothing, are submitted again until the
- * deadline. Operations at the file position from two coroutines at once on
- * one descriptor race for it as from two threads: the kernel does not
- * serialise them as it does read(2) and write(2). A descriptor with no
+ * deadline. The kernel takes no lock on the file position for them, as it
+ * does for read(2) and write(2): file_io.c submits one operation at the
+ * position of a netfd at a time. A descriptor with no
  * netfd of this backend gets a record (its struct st__uring_watch) for
  * its operations in flight, so that st_netfd_close() refuses (EBUSY) and
  * st_netfd_free() cancels them whatever their kind.

@@ -41,6 +41,7 @@ Test(uring_file, file_operations)
 
 #include "backend.h"
 #include "backend_uring.h"
+#include "netfd.h"
 #include "scheduler.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -525,6 +526,88 @@ Test(uring_file, an_operation_in_flight_completes_times_out_or_is_interrupted)
     cr_expect_eq(r.err, EINTR, "%s", strerror(r.err));
     cr_assert_eq(write(p.out, "next", 4), 4);
     expect_in_pipe(&p, "next");
+
+    cr_expect_eq(st_netfd_close(p.in), 0);
+    cr_expect_eq(close(p.out), 0);
+    st_destroy();
+}
+
+/*
+ * st_read on a file netfd at the file position, as file_io.c carries it
+ * out. The netfd is the pipe's read end marked as a file, so that the
+ * operation stays in flight until the test writes.
+ */
+struct positioned {
+    st_netfd_t fd;
+    st_utime_t timeout;
+    char buf[8];
+    ssize_t got;
+    int err;
+};
+
+static void *read_at_position(void *arg)
+{
+    struct positioned *r = arg;
+    memset(r->buf, '#', sizeof(r->buf));
+    r->got = st_read(r->fd, r->buf, sizeof(r->buf) - 1, r->timeout);
+    r->err = errno;
+    return NULL;
+}
+
+static st_thread_t start_positioned(struct positioned *r, st_netfd_t fd, st_utime_t timeout)
+{
+    *r = (struct positioned){.fd = fd, .timeout = timeout, .got = -2};
+    st_thread_t t = st_thread_create(read_at_position, r, 1, 0);
+    cr_assert_not_null(t);
+    return t;
+}
+
+Test(uring_file, operations_at_the_file_position_of_one_netfd_take_turns)
+{
+    struct st__uring_state *st = start_uring();
+    struct pipe_ends p;
+    open_pipe(&p);
+    p.in->is_file = true;
+
+    struct positioned first;
+    struct positioned second;
+    st_thread_t t1 = start_positioned(&first, p.in, ST_UTIME_NO_TIMEOUT);
+    st_thread_t t2 = start_positioned(&second, p.in, ST_UTIME_NO_TIMEOUT);
+    cr_assert_eq(st_usleep(2000), 0);
+    cr_expect_eq(st->ops_in_flight, 1, "one operation at the position in flight, not %zu",
+                 st->ops_in_flight);
+    cr_expect_eq(st_netfd_close(p.in), -1, "the netfd has a call in flight and one waiting");
+    cr_expect_eq(errno, EBUSY);
+
+    /* The first read gets the data; then the second is submitted and waits for its own. */
+    cr_assert_eq(write(p.out, "one", 3), 3);
+    cr_assert_eq(st_thread_join(t1, NULL), 0);
+    cr_expect_eq(first.got, 3, "%zd (%s)", first.got, strerror(first.err));
+    cr_expect_eq(memcmp(first.buf, "one", 3), 0);
+    cr_assert_eq(st_usleep(2000), 0);
+    cr_expect_eq(st->ops_in_flight, 1, "the second read is in flight now");
+    cr_assert_eq(write(p.out, "two", 3), 3);
+    cr_assert_eq(st_thread_join(t2, NULL), 0);
+    cr_expect_eq(second.got, 3, "%zd (%s)", second.got, strerror(second.err));
+    cr_expect_eq(memcmp(second.buf, "two", 3), 0);
+
+    /* A wait for the turn ends as any wait: at the deadline, or by an interrupt; nothing done. */
+    t1 = start_positioned(&first, p.in, ST_UTIME_NO_TIMEOUT);
+    t2 = start_positioned(&second, p.in, 20000);
+    struct positioned third;
+    st_thread_t t3 = start_positioned(&third, p.in, ST_UTIME_NO_TIMEOUT);
+    cr_assert_eq(st_usleep(2000), 0);
+    st_thread_interrupt(t3);
+    cr_assert_eq(st_thread_join(t2, NULL), 0);
+    cr_assert_eq(st_thread_join(t3, NULL), 0);
+    cr_expect_eq(second.got, -1);
+    cr_expect_eq(second.err, ETIME, "%s", strerror(second.err));
+    cr_expect_eq(third.got, -1);
+    cr_expect_eq(third.err, EINTR, "%s", strerror(third.err));
+    cr_expect_eq(st->ops_in_flight, 1, "only the first read was ever submitted");
+    cr_assert_eq(write(p.out, "end", 3), 3);
+    cr_assert_eq(st_thread_join(t1, NULL), 0);
+    cr_expect_eq(first.got, 3, "%zd (%s)", first.got, strerror(first.err));
 
     cr_expect_eq(st_netfd_close(p.in), 0);
     cr_expect_eq(close(p.out), 0);
