@@ -1,8 +1,9 @@
 /*
- * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes, and
- * the reads, writes and fsyncs of files, are requests the kernel carries
- * out, submitted with the dispatch's wait (submit_io, the engine in
- * uring_io.c); everything else (st_poll, st_netfd_poll, accept, connect,
+ * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes,
+ * accepts and connects, and the reads, writes and fsyncs of files, are
+ * requests the kernel carries out, submitted with the dispatch's wait
+ * (submit_io, the engine in uring_io.c); everything else (st_poll,
+ * st_netfd_poll, st_recvmmsg, st_sendmmsg, what the engine does not take,
  * descriptors that are neither sockets nor files) waits for readiness
  * through one-shot IORING_OP_POLL_ADD requests, and the I/O functions then
  * try the system call, as on the other event systems.
@@ -464,6 +465,7 @@ static int uring_fd_new(struct st__sched *sched, int osfd)
     struct st__uring_watch *uw = uring_watch(w);
     replace_request(st, uw); /* one in flight watches the number's previous file */
     uw->not_socket = false;
+    uw->connect_owed = false;
     return 0;
 }
 
