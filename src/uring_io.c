@@ -224,8 +224,9 @@ static inline void op_queued(struct st__uring_state *st, struct io_uring_sqe *sq
 }
 
 /* Queue the request for `req`, a socket operation; false if the ring has no room. */
-static inline __attribute__((always_inline)) bool
-queue_op(struct st__uring_state *st, int osfd, const struct st__io_req *req, struct st__uring_op *op)
+static inline __attribute__((always_inline)) bool queue_op(struct st__uring_state *st, int osfd,
+                                                           const struct st__io_req *req,
+                                                           struct st__uring_op *op)
 {
     struct io_uring_sqe *sqe = op_sqe(st);
     if (sqe == NULL) {
@@ -356,7 +357,7 @@ static ssize_t connect_done(struct st__uring_state *st, int osfd, const struct s
     struct st__uring_watch *w = ST__CONTAINER_OF(common, struct st__uring_watch, common);
     if (n == 0) {
         /* Only TCP connects go on in the background; a datagram socket never says EISCONN. */
-        sa_family_t family = req->peer->sa_family;
+        sa_family_t family = req->peer != NULL ? req->peer->sa_family : AF_UNSPEC;
         w->connect_owed = family == AF_INET || family == AF_INET6;
     } else if (errno == EISCONN && w->connect_owed) {
         w->connect_owed = false;
@@ -399,7 +400,7 @@ void st__uring_probe_ops(struct st__uring_state *st)
     st->file_position = (st->ring.features & IORING_FEAT_RW_CUR_POS) != 0;
     st->socket_kinds = 0;
     st->file_kinds = 0;
-    /* NULL before 5.6, which has no probe: accepts, connects and file operations are then left to the caller. */
+    /* NULL before 5.6, which has no probe: accepts, connects and file operations are left out. */
     struct io_uring_probe *probe = st__uring_lib.get_probe_ring(&st->ring);
     if (probe == NULL) {
         return;
@@ -415,8 +416,9 @@ void st__uring_probe_ops(struct st__uring_state *st)
     };
     for (size_t i = 0; i < sizeof(probed_ops) / sizeof(probed_ops[0]); i++) {
         if (io_uring_opcode_supported(probe, probed_ops[i].opcode)) {
-            unsigned *kinds = probed_ops[i].kind >= ST__IO_READ ? &st->file_kinds : &st->socket_kinds;
-            *kinds |= 1U << probed_ops[i].kind;
+            enum st__io_kind kind = probed_ops[i].kind;
+            unsigned *kinds = kind >= ST__IO_READ ? &st->file_kinds : &st->socket_kinds;
+            *kinds |= 1U << kind;
         }
     }
     st__uring_lib.free_probe(probe);

@@ -299,7 +299,7 @@ static long long accept_forever(struct st_test_blocked *b)
     return b->result != NULL ? 0 : -1;
 }
 
-Test(accept_connect, interrupt_wakes_accept)
+Test(accept_connect, interrupt_wakes_accept_and_the_listener_works_after)
 {
     struct st_test_blocked a = {.call = accept_forever};
     unsigned short port;
@@ -308,6 +308,8 @@ Test(accept_connect, interrupt_wakes_accept)
     st_test_init();
     a.nfd = st_test_listener(&port, 16);
     t = st_test_block_and_sleep(&a, 1000);
+    /* A listener with a coroutine in st_accept() cannot be closed. */
+    ST_ASSERT_FAILS(st_netfd_close(a.nfd), EBUSY);
     st_test_interrupt_blocked(t, &a);
     cr_assert_null(a.result);
     {
@@ -423,21 +425,6 @@ Test(accept_connect, interrupt_racing_a_connection_loses_nothing)
     cr_assert_eq(st_netfd_close(a.lfd), 0);
 }
 
-/* A listener with a coroutine in st_accept() cannot be closed (EBUSY), only after. */
-Test(accept_connect, closing_a_listener_with_an_accept_waiting_is_ebusy)
-{
-    struct st_test_blocked a = {.call = accept_forever};
-    unsigned short port;
-    st_thread_t t;
-
-    st_test_init();
-    a.nfd = st_test_listener(&port, 16);
-    t = st_test_block_and_sleep(&a, 1000);
-    ST_ASSERT_FAILS(st_netfd_close(a.nfd), EBUSY);
-    st_test_interrupt_blocked(t, &a);
-    cr_assert_eq(st_netfd_close(a.nfd), 0);
-}
-
 /*
  * The error a plain non-blocking connect() to the port ends with, as
  * SO_ERROR reports it: that is how st_connect() learns it.
@@ -545,7 +532,7 @@ Test(accept_connect, connect_timeout_is_etime)
     }
     cr_assert_geq(elapsed, 20000 - ST_TEST_SLACK_US);
     cr_assert_lt(elapsed, ST_TEST_LATE_US);
-    /* The attempt goes on after the timeout: a second call finds it in progress, as connect(2) does. */
+    /* The attempt goes on after the timeout: a second call finds it in progress (connect(2)). */
     ST_ASSERT_FAILS(st_connect(cfd[used - 1], (struct sockaddr *)&sin, sizeof(sin), 20000),
                     EALREADY);
     for (i = 0; i < used; i++) {

@@ -823,7 +823,24 @@ static struct st__uring_state *socket_ops_or_skip(void)
     return st;
 }
 
-/* st_connect on a fresh socket to `sin`, then st_accept: counts how often accept4 and connect run. */
+/* Counts the descriptors open before the test, then makes an io_uring scheduler and a listener. */
+static int init_uring_with_listener(st_netfd_t *lfd, struct sockaddr_in *sin)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)socket_ops_or_skip();
+    *lfd = open_listener(sin);
+    return before;
+}
+
+/* Closes the test's listener, then checks the scheduler and that no descriptor is left. */
+static void close_listener_then_clean_destroy(st_netfd_t lfd, int before)
+{
+    cr_expect_eq(st_netfd_close(lfd), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
+/* st_connect on a fresh socket to `sin`, then st_accept; how often accept4 and connect ran. */
 static void connect_and_accept(st_netfd_t lfd, const struct sockaddr_in *sin, int *accepts,
                                int *connects)
 {
@@ -916,17 +933,14 @@ Test(faults_io_uring, an_accept_or_connect_without_room_waits_for_readiness)
     connect_and_accept(lfd, &sin, &accepts, &connects);
     cr_expect_eq(accepts, 0, "st_accept is a request again");
     cr_expect_eq(connects, 0, "st_connect is a request again");
-    cr_expect_eq(st_netfd_close(lfd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_listener_then_clean_destroy(lfd, before);
 }
 
 Test(faults_io_uring, an_accept_whose_submission_fails_goes_with_the_next)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)socket_ops_or_skip();
     struct sockaddr_in sin;
-    st_netfd_t lfd = open_listener(&sin);
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
     static const int errs[] = {EINTR, EBUSY, EAGAIN, ENOMEM};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         int client = connected_client(&sin);
@@ -936,8 +950,7 @@ Test(faults_io_uring, an_accept_whose_submission_fails_goes_with_the_next)
         cr_expect(fired(F_io_uring_submit_and_wait_timeout), "%s", strerror(errs[e]));
         disarm(F_io_uring_submit);
     }
-    cr_expect_eq(st_netfd_close(lfd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_listener_then_clean_destroy(lfd, before);
 }
 
 /*
@@ -947,11 +960,9 @@ Test(faults_io_uring, an_accept_whose_submission_fails_goes_with_the_next)
  */
 Test(faults_io_uring, an_accept_result_that_did_nothing_waits_for_readiness)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)socket_ops_or_skip();
     struct sockaddr_in sin;
-    st_netfd_t lfd = open_listener(&sin);
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
     static const int errs[] = {EAGAIN, EINTR, EINVAL};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         int lost = connected_client(&sin);
@@ -971,8 +982,7 @@ Test(faults_io_uring, an_accept_result_that_did_nothing_waits_for_readiness)
     cr_assert_geq(fault_log.op_res_replaced, 0);
     cr_assert_eq(close(fault_log.op_res_replaced), 0);
     cr_assert_eq(close(lost), 0);
-    cr_expect_eq(st_netfd_close(lfd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_listener_then_clean_destroy(lfd, before);
 }
 
 /* A coroutine accepting on r->fd. */
@@ -989,14 +999,12 @@ static void *accept_one(void *arg)
     return NULL;
 }
 
-/* An accept that times out, whose cancellation misses: it still ends with ETIME, the listener works. */
+/* A timed-out accept whose cancellation misses still ends with ETIME; the listener works. */
 Test(faults_io_uring, an_accept_whose_cancellation_misses_still_times_out)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)socket_ops_or_skip();
     struct sockaddr_in sin;
-    st_netfd_t lfd = open_listener(&sin);
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
     static const int errs[] = {ENOENT, EALREADY, EINVAL};
     for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
         struct reader r;
@@ -1008,18 +1016,15 @@ Test(faults_io_uring, an_accept_whose_cancellation_misses_still_times_out)
         cr_expect_eq(r.err, ETIME, "%s: %s", strerror(errs[e]), strerror(r.err));
         expect_accept(lfd, connected_client(&sin), strerror(errs[e]));
     }
-    cr_expect_eq(st_netfd_close(lfd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_listener_then_clean_destroy(lfd, before);
 }
 
-/* A connect's error is the call's; EISCONN after a connect the kernel completed is the success owed. */
+/* A connect's error is the call's, and then no success is owed to a later call. */
 Test(faults_io_uring, a_connects_result_is_the_calls)
 {
-    int before = open_fd_count();
-    init_uring();
-    (void)socket_ops_or_skip();
     struct sockaddr_in sin;
-    st_netfd_t lfd = open_listener(&sin);
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
     st_netfd_t cfd = st_netfd_open_socket(socket(AF_INET, SOCK_STREAM, 0));
     cr_assert_not_null(cfd);
     arm(F_io_uring_op_res, 1, ETIMEDOUT);
@@ -1034,8 +1039,7 @@ Test(faults_io_uring, a_connects_result_is_the_calls)
     if (conn != NULL) {
         cr_expect_eq(st_netfd_close(conn), 0);
     }
-    cr_expect_eq(st_netfd_close(lfd), 0);
-    expect_usable_then_clean_destroy(before);
+    close_listener_then_clean_destroy(lfd, before);
 }
 
 /* ---- file operations: reads, writes and fsyncs as submitted requests ------------------- */
