@@ -130,10 +130,17 @@ static int create_ring(struct io_uring *ring)
     /* COOP_TASKRUN (5.19): completions wait for our next system call, no IPI. */
     /*
      * SINGLE_ISSUER (6.0): only this pthread submits (one ring per
-     * scheduler), which spares the kernel its locking. Not DEFER_TASKRUN:
-     * a wait runs only a score of deferred completions, so data that came
-     * before an expired deadline would lose to it (the readers would time
-     * out with their data in the socket).
+     * scheduler), which spares the kernel its locking. Not DEFER_TASKRUN
+     * (6.1): its completions run only inside io_uring_enter(GETEVENTS),
+     * and at most a score of them per call on recent kernels, so after a
+     * wait a read whose data had arrived may still have its completion
+     * deferred. The scheduler then finds the reader's deadline passed and
+     * cancels the read; the cancellation marks the request cancelled, and
+     * the deferred completion ends it with -ECANCELED without receiving:
+     * the reader gets ETIME with its data in the socket. Taking it would
+     * need every deferred completion run (an io_uring_enter asking for as
+     * many events as are in flight, without waiting) before a timed-out
+     * operation is cancelled.
      */
     const unsigned sized = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
     const unsigned coop = sized | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
