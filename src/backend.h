@@ -25,12 +25,15 @@ struct st__pollq;
 /*
  * One I/O operation, for a backend that submits operations (submit_io):
  * socket I/O of io.c, and file I/O (a regular file or block device).
+ * The socket kinds come first, the file kinds from ST__IO_READ on.
  */
 enum st__io_kind {
     ST__IO_RECV,    /* buf, len, flags */
     ST__IO_SEND,    /* buf, len, flags */
     ST__IO_RECVMSG, /* msg, flags */
     ST__IO_SENDMSG, /* msg, flags */
+    ST__IO_ACCEPT,  /* buf: the address or NULL, addrlen (in-out) or NULL; SOCK_NONBLOCK */
+    ST__IO_CONNECT, /* peer, len its length */
     ST__IO_READ,    /* file: buf, len, offset */
     ST__IO_WRITE,   /* file: buf, len, offset */
     ST__IO_READV,   /* file: buf is the struct iovec array, len its count, offset */
@@ -46,7 +49,11 @@ struct st__io_req {
     int flags;          /* MSG_* for sockets; ST__IO_DATASYNC for ST__IO_FSYNC */
     void *buf;
     size_t len;
-    struct msghdr *msg; /* only read from for ST__IO_SENDMSG */
+    union {
+        struct msghdr *msg;          /* only read from for ST__IO_SENDMSG */
+        socklen_t *addrlen;          /* ST__IO_ACCEPT */
+        const struct sockaddr *peer; /* ST__IO_CONNECT */
+    };
     off_t offset;       /* file operations: where, or -1 for the file position */
 };
 

@@ -1,8 +1,9 @@
 /*
- * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes, and
- * the reads, writes and fsyncs of files, are requests the kernel carries
- * out, submitted with the dispatch's wait (submit_io, the engine in
- * uring_io.c); everything else (st_poll, st_netfd_poll, accept, connect,
+ * io_uring(7) backend (ST_EVENTSYS_IO_URING). Socket reads and writes,
+ * accepts and connects, and the reads, writes and fsyncs of files, are
+ * requests the kernel carries out, submitted with the dispatch's wait
+ * (submit_io, the engine in uring_io.c); everything else (st_poll,
+ * st_netfd_poll, st_recvmmsg, st_sendmmsg, what the engine does not take,
  * descriptors that are neither sockets nor files) waits for readiness
  * through one-shot IORING_OP_POLL_ADD requests, and the I/O functions then
  * try the system call, as on the other event systems.
@@ -129,10 +130,17 @@ static int create_ring(struct io_uring *ring)
     /* COOP_TASKRUN (5.19): completions wait for our next system call, no IPI. */
     /*
      * SINGLE_ISSUER (6.0): only this pthread submits (one ring per
-     * scheduler), which spares the kernel its locking. Not DEFER_TASKRUN:
-     * a wait runs only a score of deferred completions, so data that came
-     * before an expired deadline would lose to it (the readers would time
-     * out with their data in the socket).
+     * scheduler), which spares the kernel its locking. Not DEFER_TASKRUN
+     * (6.1): its completions run only inside io_uring_enter(GETEVENTS),
+     * and at most a score of them per call on recent kernels, so after a
+     * wait a read whose data had arrived may still have its completion
+     * deferred. The scheduler then finds the reader's deadline passed and
+     * cancels the read; the cancellation marks the request cancelled, and
+     * the deferred completion ends it with -ECANCELED without receiving:
+     * the reader gets ETIME with its data in the socket. Taking it would
+     * need every deferred completion run (an io_uring_enter asking for as
+     * many events as are in flight, without waiting) before a timed-out
+     * operation is cancelled.
      */
     const unsigned sized = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
     const unsigned coop = sized | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
@@ -464,6 +472,7 @@ static int uring_fd_new(struct st__sched *sched, int osfd)
     struct st__uring_watch *uw = uring_watch(w);
     replace_request(st, uw); /* one in flight watches the number's previous file */
     uw->not_socket = false;
+    uw->connect_owed = false;
     return 0;
 }
 

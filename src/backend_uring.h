@@ -1,7 +1,7 @@
 /*
  * What the io_uring backend (backend_uring.c: readiness, the ring, the
  * dispatch) shares with its operation engine (uring_io.c: socket and file
- * reads and writes, and fsyncs, as submitted requests).
+ * reads and writes, accepts, connects and fsyncs, as submitted requests).
  *
  * Every request carries a user_data whose two low bits say what completes:
  * a poll of a descriptor (fd << 32 | generation << 1: bit 0 clear), an
@@ -53,6 +53,7 @@ struct st__uring_watch {
     uint32_t gen;          /* generation of that request */
     bool unremoved;        /* request `gen` was disowned (armed = 0) before its removal was queued */
     bool not_socket;       /* the netfd's file refused a socket operation: readiness only */
+    bool connect_owed;     /* a CONNECT made the program's next connect(2) (uring_io.c) */
 };
 
 /*
@@ -71,6 +72,7 @@ struct st__uring_op {
     bool cancel_hit;             /* a cancellation found it: its completion follows */
     bool cancel_missed;          /* a cancellation did not find it: try again later */
     bool file;                   /* a file operation (teardown waits for it without bound) */
+    bool accept;                 /* an accept: teardown closes the socket it may yet return */
     bool fd_freed;               /* the netfd let go of the descriptor: never submitted again */
 };
 
@@ -82,6 +84,7 @@ struct st__uring_state {
     size_t ops_in_flight;  /* operations whose completion was not reaped yet */
     bool ops_enabled;      /* the kernel runs socket operations without a thread each */
     bool file_position;    /* file operations take offset -1 for the file position */
+    unsigned socket_kinds; /* 1U << ST__IO_ACCEPT, ST__IO_CONNECT if the kernel has them */
     unsigned file_kinds;   /* 1U << ST__IO_READ... for the file operations the kernel has */
     bool in_dispatch;
     bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */

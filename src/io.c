@@ -4,9 +4,9 @@
  * complete at once costs one system call and no scheduling.
  *
  * A backend that carries operations out itself (submit_io: io_uring) gets
- * the socket reads and writes first, as requests it submits with its next
- * wait; what it does not take (no room, not a socket, a call that must not
- * wait) goes the try-first way as above.
+ * the socket reads and writes, accepts and connects first, as requests it
+ * submits with its next wait; what it does not take (no room, not a socket,
+ * a call that must not wait) goes the try-first way as above.
  *
  * A netfd on a regular file or a block device never says "not ready", so
  * trying first would block: its reads and writes go to file_io.h instead.
@@ -631,7 +631,8 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
     bool want_addr = addr != NULL && addrlen != NULL;
     struct st__accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
-    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args, NULL);
+    struct st__io_req req = {.kind = ST__IO_ACCEPT, .buf = args.addr, .addrlen = args.addrlen};
+    ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args, &req);
     if (osfd < 0) {
         return NULL;
     }
@@ -655,6 +656,13 @@ int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime
     if (addrlen < 0) {
         errno = EINVAL;
         return -1;
+    }
+    if (io_submits()) {
+        struct st__io_req req = {.kind = ST__IO_CONNECT, .len = (size_t)addrlen, .peer = addr};
+        ssize_t n = st__io_submit(fd, &req, timeout);
+        if (n != ST__IO_NOT_SUBMITTED) {
+            return n < 0 ? -1 : 0;
+        }
     }
     bool interrupted = false;
     while (connect(fd->osfd, addr, (socklen_t)addrlen) != 0) {

@@ -1,7 +1,8 @@
 /*
  * The io_uring backend's operation engine: socket reads and writes as
- * requests (IORING_OP_RECV, SEND, RECVMSG, SENDMSG), and the reads, writes
- * and fsyncs of files (IORING_OP_READ, WRITE, READV, WRITEV, FSYNC), queued
+ * requests (IORING_OP_RECV, SEND, RECVMSG, SENDMSG), accepts and connects
+ * (IORING_OP_ACCEPT, CONNECT), and the reads, writes and fsyncs of files
+ * (IORING_OP_READ, WRITE, READV, WRITEV, FSYNC), queued
  * in the ring by the coroutine that asks and submitted by the next
  * dispatch, in the same io_uring_enter() that waits. In steady state an
  * operation costs no system call of its own: the kernel receives or sends
@@ -25,7 +26,27 @@
  * that misses (-ENOENT, -EALREADY, or no room in the ring) is tried again
  * a millisecond later until the operation completes.
  *
- * For a file, that means a deadline or an interrupt cuts short only an
+ * An accept's result is a descriptor: one the kernel accepted while the
+ * cancellation was on its way is returned like data (the connection is not
+ * lost), and one whose completion comes while st_destroy() tears the ring
+ * down, with nobody to take it, is closed. The accepted socket is made as
+ * the readiness path's accept4(2) makes it: non-blocking, not close-on-exec.
+ *
+ * A connect that is cancelled (deadline, interrupt) leaves the socket as
+ * the readiness path leaves it: the kernel's attempt goes on (the request
+ * only waited for it), and a later connect finds it in progress (EALREADY)
+ * or done. One that completes after the attempt went on in the background
+ * was finished by a connect(2) the kernel made, which the readiness path
+ * (wait for writability, SO_ERROR) leaves to the program's next call: that
+ * call's EISCONN is turned into the success it would have been, once. A
+ * failed attempt leaves the socket unconnected where the readiness path
+ * leaves it "connecting" until the next connect(2) reports ECONNABORTED;
+ * POSIX leaves a socket's state after a failed connect unspecified.
+ *
+ * st_recvmmsg() and st_sendmmsg() have no io_uring operation: they stay on
+ * the readiness path.
+ *
+ * For a file, a deadline or an interrupt cuts short only an
  * operation no worker has started yet (or one that waits, as a read from a
  * pipe does): a read, write or fsync a worker already runs cannot be
  * stopped (-EALREADY), and the call returns when it is done, with its
@@ -33,8 +54,9 @@
  * the disk takes. st_destroy() likewise waits for such operations to end
  * before the stacks they write into are unmapped.
  *
- * File operations are the kinds the kernel has, as the probe of the ring
- * (io_uring_get_probe_ring) says; offset -1, the file position, needs
+ * Accepts, connects and file operations are submitted only if the kernel
+ * has their kinds, as the probe of the ring (io_uring_get_probe_ring)
+ * says. For files, offset -1, the file position, needs
  * IORING_FEAT_RW_CUR_POS. Their results are those of pread(2), pwrite(2),
  * preadv(2), pwritev(2) and fsync(2) (a negative offset other than -1 is
  * EINVAL, a write on a descriptor opened for reading EBADF), except that
@@ -49,19 +71,23 @@
  * What the engine does not take goes back to the caller (ST__IO_NOT_SUBMITTED),
  * having done nothing: a wait of 0 (a poll), a pending interrupt (the
  * call is tried first, as on the other event systems), a ring without room
- * whose submission fails, a file operation the kernel lacks, or no memory
+ * whose submission fails, an operation the kernel lacks, or no memory
  * for a descriptor's record; for sockets, a kernel without
  * IORING_FEAT_FAST_POLL (socket operations would each block a kernel
  * thread), a descriptor that is no socket (-ENOTSOCK, remembered until the
  * netfd is replaced), and the operations that report -EAGAIN, -EINTR,
  * -EINVAL or -EOPNOTSUPP, which did nothing and are left to the system
- * call to do or to refuse. io.c then tries the system call and waits for
- * readiness; a file's caller does the call on a thread of its own.
+ * call to do or to refuse (of a CONNECT, -EINTR comes only from a
+ * blocking connect in a kernel worker, which sockets do not need: the
+ * system call would find that attempt in progress, EALREADY). io.c then
+ * tries the system call and waits for readiness; a file's caller does the
+ * call on a thread of its own.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend_uring.h"
 
@@ -106,6 +132,8 @@ void st__uring_op_complete(struct st__uring_state *st, uint64_t data, int res)
         st->ops_in_flight--;
         if (st->sched != NULL) {
             op_wake(st->sched, op);
+        } else if (op->accept && res >= 0) {
+            (void)close(res); /* teardown: its coroutine goes without returning it */
         }
         return;
     }
@@ -196,8 +224,9 @@ static inline void op_queued(struct st__uring_state *st, struct io_uring_sqe *sq
 }
 
 /* Queue the request for `req`, a socket operation; false if the ring has no room. */
-static bool queue_op(struct st__uring_state *st, int osfd, const struct st__io_req *req,
-                     struct st__uring_op *op)
+static inline __attribute__((always_inline)) bool queue_op(struct st__uring_state *st, int osfd,
+                                                           const struct st__io_req *req,
+                                                           struct st__uring_op *op)
 {
     struct io_uring_sqe *sqe = op_sqe(st);
     if (sqe == NULL) {
@@ -214,8 +243,16 @@ static bool queue_op(struct st__uring_state *st, int osfd, const struct st__io_r
         io_uring_prep_recvmsg(sqe, osfd, req->msg, (unsigned)req->flags);
         break;
     case ST__IO_SENDMSG:
-    default:
         io_uring_prep_sendmsg(sqe, osfd, req->msg, (unsigned)req->flags);
+        break;
+    case ST__IO_ACCEPT:
+        /* Non-blocking, not close-on-exec: as accept4(2) makes it on the readiness path. */
+        io_uring_prep_accept(sqe, osfd, req->buf, req->addrlen, SOCK_NONBLOCK);
+        op->accept = true;
+        break;
+    case ST__IO_CONNECT:
+    default:
+        io_uring_prep_connect(sqe, osfd, req->peer, (socklen_t)req->len);
         break;
     }
     op_queued(st, sqe, op);
@@ -267,15 +304,10 @@ static bool left_to_the_system_call(int res)
            res == -ENOTSOCK;
 }
 
-static ssize_t submit_file(struct st__sched *sched, int osfd, const struct st__io_req *req,
-                           st_utime_t timeout);
-
-ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__io_req *req,
-                            st_utime_t timeout)
+/* A socket operation: its result, -1 with errno, or ST__IO_NOT_SUBMITTED. */
+static inline __attribute__((always_inline)) ssize_t
+submit_socket(struct st__sched *sched, int osfd, const struct st__io_req *req, st_utime_t timeout)
 {
-    if (req->kind >= ST__IO_READ) {
-        return submit_file(sched, osfd, req, timeout);
-    }
     struct st__uring_state *st = sched->backend_state;
     struct _st_thread *me = sched->current;
     struct st__fdwatch *common = st__fdwatch_find(&st->watches, osfd);
@@ -304,6 +336,61 @@ ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__
     return -1;
 }
 
+static ssize_t submit_file(struct st__sched *sched, int osfd, const struct st__io_req *req,
+                           st_utime_t timeout);
+
+/*
+ * A CONNECT whose attempt went on in the background (EINPROGRESS) ends with
+ * one more connect(2), made by the kernel, than the readiness path makes
+ * (connect, wait for writability, SO_ERROR): that call moves a TCP socket
+ * from "connecting" to "connected". After the readiness path the program's
+ * next connect(2) does it and succeeds, and only the one after that fails
+ * with EISCONN; that next call is owed to the program here, once.
+ */
+static ssize_t connect_done(struct st__uring_state *st, int osfd, const struct st__io_req *req,
+                            ssize_t n)
+{
+    struct st__fdwatch *common = st__fdwatch_find(&st->watches, osfd);
+    if (common == NULL || n == ST__IO_NOT_SUBMITTED) {
+        return n;
+    }
+    struct st__uring_watch *w = ST__CONTAINER_OF(common, struct st__uring_watch, common);
+    if (n == 0) {
+        /* Only TCP connects go on in the background; a datagram socket never says EISCONN. */
+        sa_family_t family = req->peer != NULL ? req->peer->sa_family : AF_UNSPEC;
+        w->connect_owed = family == AF_INET || family == AF_INET6;
+    } else if (errno == EISCONN && w->connect_owed) {
+        w->connect_owed = false;
+        return 0;
+    }
+    return n;
+}
+
+/* An accept, a connect (if the kernel has its opcode) or a file operation. */
+static __attribute__((noinline)) ssize_t submit_rare(struct st__sched *sched, int osfd,
+                                                     const struct st__io_req *req,
+                                                     st_utime_t timeout)
+{
+    if (req->kind >= ST__IO_READ) {
+        return submit_file(sched, osfd, req, timeout);
+    }
+    struct st__uring_state *st = sched->backend_state;
+    if ((st->socket_kinds & (1U << req->kind)) == 0) {
+        return ST__IO_NOT_SUBMITTED;
+    }
+    ssize_t n = submit_socket(sched, osfd, req, timeout);
+    return req->kind == ST__IO_CONNECT ? connect_done(st, osfd, req, n) : n;
+}
+
+ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__io_req *req,
+                            st_utime_t timeout)
+{
+    if (req->kind >= ST__IO_ACCEPT) {
+        return submit_rare(sched, osfd, req, timeout);
+    }
+    return submit_socket(sched, osfd, req, timeout);
+}
+
 /* ---- files -------------------------------------------------------------------------- */
 
 void st__uring_probe_ops(struct st__uring_state *st)
@@ -311,8 +398,9 @@ void st__uring_probe_ops(struct st__uring_state *st)
     /* Without the kernel's own polling, every socket operation would hold a kernel thread. */
     st->ops_enabled = (st->ring.features & IORING_FEAT_FAST_POLL) != 0;
     st->file_position = (st->ring.features & IORING_FEAT_RW_CUR_POS) != 0;
+    st->socket_kinds = 0;
     st->file_kinds = 0;
-    /* NULL before 5.6, which has no probe: file operations are then left to the caller. */
+    /* NULL before 5.6, which has no probe: accepts, connects and file operations are left out. */
     struct io_uring_probe *probe = st__uring_lib.get_probe_ring(&st->ring);
     if (probe == NULL) {
         return;
@@ -320,14 +408,17 @@ void st__uring_probe_ops(struct st__uring_state *st)
     static const struct {
         enum st__io_kind kind;
         int opcode;
-    } file_ops[] = {
-        {ST__IO_READ, IORING_OP_READ},   {ST__IO_WRITE, IORING_OP_WRITE},
-        {ST__IO_READV, IORING_OP_READV}, {ST__IO_WRITEV, IORING_OP_WRITEV},
+    } probed_ops[] = {
+        {ST__IO_ACCEPT, IORING_OP_ACCEPT}, {ST__IO_CONNECT, IORING_OP_CONNECT},
+        {ST__IO_READ, IORING_OP_READ},     {ST__IO_WRITE, IORING_OP_WRITE},
+        {ST__IO_READV, IORING_OP_READV},   {ST__IO_WRITEV, IORING_OP_WRITEV},
         {ST__IO_FSYNC, IORING_OP_FSYNC},
     };
-    for (size_t i = 0; i < sizeof(file_ops) / sizeof(file_ops[0]); i++) {
-        if (io_uring_opcode_supported(probe, file_ops[i].opcode)) {
-            st->file_kinds |= 1U << file_ops[i].kind;
+    for (size_t i = 0; i < sizeof(probed_ops) / sizeof(probed_ops[0]); i++) {
+        if (io_uring_opcode_supported(probe, probed_ops[i].opcode)) {
+            enum st__io_kind kind = probed_ops[i].kind;
+            unsigned *kinds = kind >= ST__IO_READ ? &st->file_kinds : &st->socket_kinds;
+            *kinds |= 1U << kind;
         }
     }
     st__uring_lib.free_probe(probe);

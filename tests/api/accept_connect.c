@@ -118,6 +118,15 @@ Test(accept_connect, accept_pending_connection_without_waiting)
     st_test_loopback(&sin, port);
     /* Loopback connects complete in the kernel before anyone accepts. */
     cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), 0);
+    /*
+     * Calls again on the socket do what connect(2) does after a non-blocking
+     * connect completed: the first succeeds (it moves the socket from
+     * "connecting" to "connected"), the next fail with EISCONN.
+     */
+    cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), 0,
+                 "a second st_connect: %s", strerror(errno));
+    ST_ASSERT_FAILS(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), EISCONN);
+    ST_ASSERT_FAILS(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), EISCONN);
     conn = st_accept(lfd, (struct sockaddr *)&peer, &peerlen, 1000000);
     cr_assert_not_null(conn, "st_accept: %s", strerror(errno));
     cr_assert_eq(ntohs(peer.sin_port), st_test_local_port(st_netfd_fileno(cfd)));
@@ -130,6 +139,128 @@ Test(accept_connect, accept_pending_connection_without_waiting)
     }
     cr_assert_eq(st_netfd_close(conn), 0);
     cr_assert_eq(st_netfd_close(cfd), 0);
+    cr_assert_eq(st_netfd_close(lfd), 0);
+}
+
+/* A client that connects after a sleep of delay_us (0: none) and then stays connected. */
+struct late_client {
+    unsigned short port;
+    st_utime_t delay_us;
+    st_netfd_t cfd;
+    int rc;
+    int err;
+};
+
+static void *connect_late(void *arg)
+{
+    struct late_client *c = arg;
+    struct sockaddr_in sin;
+
+    if (c->delay_us > 0 && st_usleep(c->delay_us) != 0) {
+        c->rc = -1;
+        c->err = errno;
+        return NULL;
+    }
+    c->cfd = st_netfd_open_socket(socket(AF_INET, SOCK_STREAM, 0));
+    if (c->cfd == NULL) {
+        c->rc = -1;
+        c->err = errno;
+        return NULL;
+    }
+    st_test_loopback(&sin, c->port);
+    errno = 0;
+    c->rc = st_connect(c->cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000);
+    c->err = errno;
+    return NULL;
+}
+
+/*
+ * The socket st_accept() returns after waiting: non-blocking, not
+ * close-on-exec (as accept4(2) with SOCK_NONBLOCK makes it), and an address
+ * buffer too small holds the truncated address while *addrlen says its
+ * full length.
+ */
+Test(accept_connect, waited_accept_makes_the_socket_as_accept4_does)
+{
+    struct late_client c = {.delay_us = 5000};
+    struct sockaddr_in peer;
+    unsigned char *raw = (unsigned char *)&peer;
+    int peerlen = 4;
+    st_netfd_t lfd;
+    st_netfd_t conn;
+    st_thread_t t;
+    int fdflags;
+
+    st_test_init();
+    lfd = st_test_listener(&c.port, 16);
+    memset(&peer, 0xA5, sizeof(peer));
+    t = st_test_spawn(connect_late, &c);
+    conn = st_accept(lfd, (struct sockaddr *)&peer, &peerlen, 1000000);
+    cr_assert_not_null(conn, "st_accept: %s", strerror(errno));
+    st_test_join(t);
+    cr_assert_eq(c.rc, 0, "st_connect: %s", strerror(c.err));
+    cr_assert(st_test_is_nonblocking(st_netfd_fileno(conn)), "accepted socket is blocking");
+    fdflags = fcntl(st_netfd_fileno(conn), F_GETFD);
+    cr_assert_neq(fdflags, -1);
+    cr_assert_eq(fdflags & FD_CLOEXEC, 0, "accepted socket is close-on-exec");
+    cr_assert_eq(peerlen, (int)sizeof(struct sockaddr_in), "*addrlen is %d", peerlen);
+    cr_assert_eq(peer.sin_family, AF_INET);
+    cr_assert_eq(raw[4], 0xA5, "more than *addrlen bytes of the address were written");
+    cr_assert_eq(st_netfd_close(conn), 0);
+    cr_assert_eq(st_netfd_close(c.cfd), 0);
+    cr_assert_eq(st_netfd_close(lfd), 0);
+}
+
+/*
+ * Accepts with deadlines that expire around the time the connections come:
+ * every connection is accepted exactly once, by the call whose deadline
+ * passed (it came while the wait was being given up) or by a later one.
+ */
+Test(accept_connect, accepts_that_time_out_lose_no_connection)
+{
+    enum { N = 40 };
+    struct late_client c[N];
+    st_thread_t t[N];
+    unsigned short port;
+    st_netfd_t lfd;
+    int accepted = 0;
+    int timed_out = 0;
+    int i;
+
+    st_test_init();
+    lfd = st_test_listener(&port, N);
+    for (i = 0; i < N; i++) {
+        st_netfd_t conn;
+
+        c[i] = (struct late_client){.port = port, .delay_us = 1000 + (st_utime_t)(i % 5) * 500};
+        t[i] = st_test_spawn(connect_late, &c[i]);
+        errno = 0;
+        conn = st_accept(lfd, NULL, NULL, 2000);
+        if (conn != NULL) {
+            accepted++;
+            cr_assert_eq(st_netfd_close(conn), 0);
+        } else {
+            cr_assert_eq(errno, ETIME, "st_accept: %s", strerror(errno));
+            timed_out++;
+        }
+        st_test_join(t[i]);
+        cr_assert_eq(c[i].rc, 0, "st_connect %d: %s", i, strerror(c[i].err));
+    }
+    for (;;) {
+        st_netfd_t conn = st_accept(lfd, NULL, NULL, 100000);
+
+        if (conn == NULL) {
+            cr_assert_eq(errno, ETIME, "st_accept: %s", strerror(errno));
+            break;
+        }
+        accepted++;
+        cr_assert_eq(st_netfd_close(conn), 0);
+    }
+    cr_assert_eq(accepted, N, "%d connections accepted of %d (%d accepts timed out)", accepted, N,
+                 timed_out);
+    for (i = 0; i < N; i++) {
+        cr_assert_eq(st_netfd_close(c[i].cfd), 0);
+    }
     cr_assert_eq(st_netfd_close(lfd), 0);
 }
 
@@ -168,7 +299,7 @@ static long long accept_forever(struct st_test_blocked *b)
     return b->result != NULL ? 0 : -1;
 }
 
-Test(accept_connect, interrupt_wakes_accept)
+Test(accept_connect, interrupt_wakes_accept_and_the_listener_works_after)
 {
     struct st_test_blocked a = {.call = accept_forever};
     unsigned short port;
@@ -177,9 +308,123 @@ Test(accept_connect, interrupt_wakes_accept)
     st_test_init();
     a.nfd = st_test_listener(&port, 16);
     t = st_test_block_and_sleep(&a, 1000);
+    /* A listener with a coroutine in st_accept() cannot be closed. */
+    ST_ASSERT_FAILS(st_netfd_close(a.nfd), EBUSY);
     st_test_interrupt_blocked(t, &a);
     cr_assert_null(a.result);
+    {
+        /* The listener still accepts. */
+        struct late_client c = {.port = port};
+        st_netfd_t conn;
+
+        t = st_test_spawn(connect_late, &c);
+        conn = st_accept(a.nfd, NULL, NULL, 1000000);
+        cr_assert_not_null(conn, "st_accept after the interrupt: %s", strerror(errno));
+        st_test_join(t);
+        cr_assert_eq(c.rc, 0);
+        cr_assert_eq(st_netfd_close(conn), 0);
+        cr_assert_eq(st_netfd_close(c.cfd), 0);
+    }
     cr_assert_eq(st_netfd_close(a.nfd), 0);
+}
+
+/*
+ * st_destroy while a coroutine waits in st_accept(), with no connection
+ * and with one that came just before (the accept may complete while the
+ * scheduler goes): no descriptor is left open, the listener is not closed.
+ */
+Test(accept_connect, st_destroy_with_an_accept_waiting_leaves_no_descriptor)
+{
+    for (int with_client = 0; with_client <= 1; with_client++) {
+        struct st_test_blocked waiting = {.call = accept_forever};
+        struct sockaddr_in sin;
+        unsigned short port;
+        int before = st_test_open_fds();
+        int lfd;
+        int client = -1;
+
+        st_test_init();
+        waiting.nfd = st_test_listener(&port, 16);
+        lfd = st_netfd_fileno(waiting.nfd);
+        cr_assert_not_null(st_test_block_and_sleep(&waiting, 1000));
+        if (with_client) {
+            client = socket(AF_INET, SOCK_STREAM, 0); /* blocking: connected on return */
+            cr_assert_geq(client, 0);
+            st_test_loopback(&sin, port);
+            cr_assert_eq(connect(client, (struct sockaddr *)&sin, sizeof(sin)), 0,
+                         "connect: %s", strerror(errno));
+        }
+        st_destroy();
+        cr_assert_eq(waiting.rc, ST_TEST_NOT_RETURNED);
+        /* The handle outlives the scheduler; its descriptor was not closed. */
+        cr_assert(fcntl(lfd, F_GETFD) != -1, "the listener was closed");
+        cr_assert_eq(st_netfd_close(waiting.nfd), 0);
+        if (client >= 0) {
+            cr_assert_eq(close(client), 0);
+        }
+        cr_assert_eq(st_test_open_fds(), before, "descriptors left behind (%s)",
+                     with_client ? "a connection came" : "no connection");
+    }
+}
+
+struct accept_twice {
+    st_netfd_t lfd;
+    st_netfd_t first;
+    st_netfd_t second;
+    int first_err;
+    int second_err;
+};
+
+static void *accept_then_accept_again(void *arg)
+{
+    struct accept_twice *a = arg;
+
+    errno = 0;
+    a->first = st_accept(a->lfd, NULL, NULL, ST_UTIME_NO_TIMEOUT);
+    a->first_err = errno;
+    errno = 0;
+    a->second = st_accept(a->lfd, NULL, NULL, 200000);
+    a->second_err = errno;
+    return NULL;
+}
+
+/*
+ * A connection comes and the waiting acceptor is interrupted before it ran
+ * again: either the interrupt wins (EINTR, and the next accept returns the
+ * connection) or the connection does (returned, and the interrupt stays
+ * pending for the next call). The connection is never lost.
+ */
+Test(accept_connect, interrupt_racing_a_connection_loses_nothing)
+{
+    struct accept_twice a = {0};
+    struct sockaddr_in sin;
+    unsigned short port;
+    st_thread_t t;
+    int osfd;
+
+    st_test_init();
+    a.lfd = st_test_listener(&port, 16);
+    t = st_test_spawn(accept_then_accept_again, &a);
+    cr_assert_eq(st_usleep(1000), 0);
+    osfd = socket(AF_INET, SOCK_STREAM, 0); /* blocking: connected on return */
+    cr_assert_geq(osfd, 0);
+    st_test_loopback(&sin, port);
+    /* Loopback: the handshake is done and the connection queued when connect() returns. */
+    cr_assert_eq(connect(osfd, (struct sockaddr *)&sin, sizeof(sin)), 0, "connect: %s",
+                 strerror(errno));
+    st_thread_interrupt(t);
+    st_test_join(t);
+    if (a.first != NULL) {
+        cr_assert_null(a.second, "two connections accepted of one");
+        cr_assert_eq(a.second_err, EINTR, "the pending interrupt: %s", strerror(a.second_err));
+        cr_assert_eq(st_netfd_close(a.first), 0);
+    } else {
+        cr_assert_eq(a.first_err, EINTR, "st_accept: %s", strerror(a.first_err));
+        cr_assert_not_null(a.second, "the connection was lost: %s", strerror(a.second_err));
+        cr_assert_eq(st_netfd_close(a.second), 0);
+    }
+    cr_assert_eq(close(osfd), 0);
+    cr_assert_eq(st_netfd_close(a.lfd), 0);
 }
 
 /*
@@ -289,6 +534,9 @@ Test(accept_connect, connect_timeout_is_etime)
     }
     cr_assert_geq(elapsed, 20000 - ST_TEST_SLACK_US);
     cr_assert_lt(elapsed, ST_TEST_LATE_US);
+    /* The attempt goes on after the timeout: a second call finds it in progress (connect(2)). */
+    ST_ASSERT_FAILS(st_connect(cfd[used - 1], (struct sockaddr *)&sin, sizeof(sin), 20000),
+                    EALREADY);
     for (i = 0; i < used; i++) {
         cr_assert_eq(st_netfd_close(cfd[i]), 0);
     }

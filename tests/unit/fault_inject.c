@@ -197,6 +197,7 @@ static unsigned shim_peek_batch_cqe(struct io_uring *ring, struct io_uring_cqe *
         } else if (st__uring_udata_is_cancel(data) && shim_fails(F_io_uring_cancel_res)) {
             cqes[i]->res = -faults[F_io_uring_cancel_res].err;
         } else if ((data & ST__URING_TAG_MASK) == ST__URING_TAG_OP && shim_fails(F_io_uring_op_res)) {
+            fault_log.op_res_replaced = cqes[i]->res; /* an accepted descriptor, for the test */
             cqes[i]->res = -faults[F_io_uring_op_res].err;
         }
     }

@@ -135,6 +135,7 @@ struct fault_log {
     int nring_requests;
     int probes_got;   /* probes io_uring_get_probe_ring handed out, */
     int probes_freed; /* and those given back to io_uring_free_probe */
+    int op_res_replaced; /* an operation's result before io_uring_op_res rewrote it */
 };
 
 extern struct fault_log fault_log;

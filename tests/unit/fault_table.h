@@ -100,7 +100,7 @@ FAULT_POINT(io_uring_submit_and_wait_timeout)
 FAULT_POINT(io_uring_cqe_res) /* rewrites the result of a poll completion the backend reads */
 FAULT_POINT(io_uring_cancel_res) /* rewrites the result of a cancellation's completion */
 FAULT_POINT(io_uring_op_res) /* rewrites the result of an operation's completion */
-FAULT_POINT(io_uring_get_probe_ring) /* the probe of the file operations, in st_init */
+FAULT_POINT(io_uring_get_probe_ring) /* the probe of accept, connect, file ops (st_init) */
 
 #undef FAULT_WRAP
 #undef FAULT_WRAP_BY_HAND

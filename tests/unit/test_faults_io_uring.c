@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -768,6 +769,277 @@ Test(faults_io_uring, a_cancellation_whose_submission_fails_goes_with_the_next)
     }
     close_pair(&p);
     expect_usable_then_clean_destroy(before);
+}
+
+/* ---- accepts and connects as submitted requests ------------------------------------------ */
+
+/* A listening netfd on 127.0.0.1 and its address. */
+static st_netfd_t open_listener(struct sockaddr_in *sin)
+{
+    int osfd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(osfd, 0, "socket: %s", strerror(errno));
+    *sin = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(*sin);
+    cr_assert_eq(bind(osfd, (struct sockaddr *)sin, len), 0, "bind: %s", strerror(errno));
+    cr_assert_eq(getsockname(osfd, (struct sockaddr *)sin, &len), 0);
+    cr_assert_eq(listen(osfd, 16), 0, "listen: %s", strerror(errno));
+    st_netfd_t lfd = st_netfd_open_socket(osfd);
+    cr_assert_not_null(lfd, "st_netfd_open_socket: %s", strerror(errno));
+    return lfd;
+}
+
+/* A plain client socket connected to `sin` (blocking: queued on the listener when this returns). */
+static int connected_client(const struct sockaddr_in *sin)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+    cr_assert_eq(connect(fd, (const struct sockaddr *)sin, sizeof(*sin)), 0, "connect: %s",
+                 strerror(errno));
+    return fd;
+}
+
+/* Accepts the client's connection with st_accept, checks it and closes both (client -1: none). */
+static void expect_accept(st_netfd_t lfd, int client, const char *what)
+{
+    errno = 0;
+    st_netfd_t conn = st_accept(lfd, NULL, NULL, 1000000);
+    cr_expect_not_null(conn, "%s: st_accept: %s", what, strerror(errno));
+    if (conn != NULL) {
+        cr_expect_eq(st_netfd_close(conn), 0);
+    }
+    if (client >= 0) {
+        cr_assert_eq(close(client), 0);
+    }
+}
+
+/* The kernel has io_uring's accept and connect, or the test skips and says why. */
+static struct st__uring_state *socket_ops_or_skip(void)
+{
+    struct st__uring_state *st = st__sched_peek()->backend_state;
+    unsigned both = 1U << ST__IO_ACCEPT | 1U << ST__IO_CONNECT;
+    if ((st->socket_kinds & both) != both || !st->ops_enabled) {
+        cr_skip_test("this kernel lacks io_uring's accept or connect: they wait for readiness");
+    }
+    return st;
+}
+
+/* Counts the descriptors open before the test, then makes an io_uring scheduler and a listener. */
+static int init_uring_with_listener(st_netfd_t *lfd, struct sockaddr_in *sin)
+{
+    int before = open_fd_count();
+    init_uring();
+    (void)socket_ops_or_skip();
+    *lfd = open_listener(sin);
+    return before;
+}
+
+/* Closes the test's listener, then checks the scheduler and that no descriptor is left. */
+static void close_listener_then_clean_destroy(st_netfd_t lfd, int before)
+{
+    cr_expect_eq(st_netfd_close(lfd), 0);
+    expect_usable_then_clean_destroy(before);
+}
+
+/* st_connect on a fresh socket to `sin`, then st_accept; how often accept4 and connect ran. */
+static void connect_and_accept(st_netfd_t lfd, const struct sockaddr_in *sin, int *accepts,
+                               int *connects)
+{
+    st_netfd_t cfd = st_netfd_open_socket(socket(AF_INET, SOCK_STREAM, 0));
+    cr_assert_not_null(cfd);
+    faults[F_accept4].calls = 0;
+    faults[F_connect].calls = 0;
+    cr_expect_eq(st_connect(cfd, (const struct sockaddr *)sin, sizeof(*sin), 1000000), 0,
+                 "st_connect: %s", strerror(errno));
+    st_netfd_t conn = st_accept(lfd, NULL, NULL, 1000000);
+    cr_expect_not_null(conn, "st_accept: %s", strerror(errno));
+    *accepts = faults[F_accept4].calls;
+    *connects = faults[F_connect].calls;
+    if (conn != NULL) {
+        cr_expect_eq(st_netfd_close(conn), 0);
+    }
+    cr_expect_eq(st_netfd_close(cfd), 0);
+}
+
+Test(faults_io_uring, accept_and_connect_are_requests_unless_the_probe_fails)
+{
+    int before = open_fd_count();
+    select_uring();
+    arm(F_io_uring_get_probe_ring, 1, ENOMEM);
+    cr_assert_eq(st_init(), 0, "st_init: %s", strerror(errno));
+    cr_expect(fired(F_io_uring_get_probe_ring));
+    const struct st__uring_state *st = st__sched_peek()->backend_state;
+    cr_expect_eq(st->socket_kinds, 0);
+    struct sockaddr_in sin;
+    st_netfd_t lfd = open_listener(&sin);
+    int accepts;
+    int connects;
+    connect_and_accept(lfd, &sin, &accepts, &connects);
+    cr_expect_gt(accepts, 0, "without the probe, st_accept calls accept4");
+    cr_expect_gt(connects, 0, "without the probe, st_connect calls connect");
+    cr_expect_eq(st_netfd_close(lfd), 0);
+    st_destroy();
+
+    init_uring();
+    (void)socket_ops_or_skip();
+    lfd = open_listener(&sin);
+    connect_and_accept(lfd, &sin, &accepts, &connects);
+    cr_expect_eq(accepts, 0, "st_accept is a request");
+    cr_expect_eq(connects, 0, "st_connect is a request");
+    cr_expect_eq(st_netfd_close(lfd), 0);
+    expect_usable_then_clean_destroy(before);
+    cr_expect_eq(fault_log.probes_freed, fault_log.probes_got, "every probe was given back");
+}
+
+/* Fill the submission queue with NOPs, and make the next submit, which would make room, fail. */
+static void fill_ring_and_fail_submit(struct st__uring_state *st)
+{
+    while (io_uring_sq_space_left(&st->ring) > 0) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data64(sqe, ST__URING_UDATA_IGNORED);
+    }
+    arm(F_io_uring_submit, 1, EBUSY);
+}
+
+Test(faults_io_uring, an_accept_or_connect_without_room_waits_for_readiness)
+{
+    int before = open_fd_count();
+    init_small_ring();
+    struct st__uring_state *st = socket_ops_or_skip();
+    struct sockaddr_in sin;
+    st_netfd_t lfd = open_listener(&sin);
+
+    fill_ring_and_fail_submit(st);
+    faults[F_accept4].calls = 0;
+    expect_accept(lfd, connected_client(&sin), "no room");
+    cr_expect(fired(F_io_uring_submit));
+    cr_expect_gt(faults[F_accept4].calls, 0, "st_accept calls accept4");
+
+    fill_ring_and_fail_submit(st);
+    st_netfd_t cfd = st_netfd_open_socket(socket(AF_INET, SOCK_STREAM, 0));
+    cr_assert_not_null(cfd);
+    faults[F_connect].calls = 0;
+    cr_expect_eq(st_connect(cfd, (const struct sockaddr *)&sin, sizeof(sin), 1000000), 0,
+                 "st_connect: %s", strerror(errno));
+    cr_expect(fired(F_io_uring_submit));
+    cr_expect_gt(faults[F_connect].calls, 0, "st_connect calls connect");
+    cr_expect_eq(st_netfd_close(cfd), 0);
+    cr_expect_eq(st->ops_in_flight, 0);
+    expect_accept(lfd, -1, "the connection of the connect without room");
+
+    /* Room is made once submitting works. */
+    int accepts;
+    int connects;
+    connect_and_accept(lfd, &sin, &accepts, &connects);
+    cr_expect_eq(accepts, 0, "st_accept is a request again");
+    cr_expect_eq(connects, 0, "st_connect is a request again");
+    close_listener_then_clean_destroy(lfd, before);
+}
+
+Test(faults_io_uring, an_accept_whose_submission_fails_goes_with_the_next)
+{
+    struct sockaddr_in sin;
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
+    static const int errs[] = {EINTR, EBUSY, EAGAIN, ENOMEM};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        int client = connected_client(&sin);
+        arm(F_io_uring_submit_and_wait_timeout, 1, errs[e]);
+        arm(F_io_uring_submit, 1, errs[e]);
+        expect_accept(lfd, client, strerror(errs[e]));
+        cr_expect(fired(F_io_uring_submit_and_wait_timeout), "%s", strerror(errs[e]));
+        disarm(F_io_uring_submit);
+    }
+    close_listener_then_clean_destroy(lfd, before);
+}
+
+/*
+ * An accept whose result says it did nothing (-EAGAIN, -EINTR, -EINVAL) goes
+ * the readiness way; another error is the call's. The kernel had accepted a
+ * connection each time (the shim rewrote its descriptor): the test closes it.
+ */
+Test(faults_io_uring, an_accept_result_that_did_nothing_waits_for_readiness)
+{
+    struct sockaddr_in sin;
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
+    static const int errs[] = {EAGAIN, EINTR, EINVAL};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        int lost = connected_client(&sin);
+        int client = connected_client(&sin);
+        arm(F_io_uring_op_res, 1, errs[e]);
+        faults[F_accept4].calls = 0;
+        expect_accept(lfd, client, strerror(errs[e]));
+        cr_expect(fired(F_io_uring_op_res), "%s", strerror(errs[e]));
+        cr_expect_gt(faults[F_accept4].calls, 0, "%s: accept4 was called", strerror(errs[e]));
+        cr_assert_geq(fault_log.op_res_replaced, 0);
+        cr_assert_eq(close(fault_log.op_res_replaced), 0);
+        cr_assert_eq(close(lost), 0);
+    }
+    int lost = connected_client(&sin);
+    arm(F_io_uring_op_res, 1, ECONNABORTED);
+    EXPECT_FAIL_NULL(st_accept(lfd, NULL, NULL, 1000000), ECONNABORTED);
+    cr_assert_geq(fault_log.op_res_replaced, 0);
+    cr_assert_eq(close(fault_log.op_res_replaced), 0);
+    cr_assert_eq(close(lost), 0);
+    close_listener_then_clean_destroy(lfd, before);
+}
+
+/* A coroutine accepting on r->fd. */
+static void *accept_one(void *arg)
+{
+    struct reader *r = arg;
+    errno = 0;
+    st_netfd_t conn = st_accept(r->fd, NULL, NULL, r->timeout);
+    r->err = errno;
+    r->got = conn != NULL ? 1 : -1;
+    if (conn != NULL) {
+        (void)st_netfd_close(conn);
+    }
+    return NULL;
+}
+
+/* A timed-out accept whose cancellation misses still ends with ETIME; the listener works. */
+Test(faults_io_uring, an_accept_whose_cancellation_misses_still_times_out)
+{
+    struct sockaddr_in sin;
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
+    static const int errs[] = {ENOENT, EALREADY, EINVAL};
+    for (size_t e = 0; e < sizeof(errs) / sizeof(errs[0]); e++) {
+        struct reader r;
+        arm(F_io_uring_cancel_res, 1, errs[e]);
+        st_thread_t t = start_reader_with(accept_one, &r, lfd, 10000);
+        cr_assert_eq(st_thread_join(t, NULL), 0);
+        cr_expect(fired(F_io_uring_cancel_res), "%s", strerror(errs[e]));
+        cr_expect_eq(r.got, -1);
+        cr_expect_eq(r.err, ETIME, "%s: %s", strerror(errs[e]), strerror(r.err));
+        expect_accept(lfd, connected_client(&sin), strerror(errs[e]));
+    }
+    close_listener_then_clean_destroy(lfd, before);
+}
+
+/* A connect's error is the call's, and then no success is owed to a later call. */
+Test(faults_io_uring, a_connects_result_is_the_calls)
+{
+    struct sockaddr_in sin;
+    st_netfd_t lfd;
+    int before = init_uring_with_listener(&lfd, &sin);
+    st_netfd_t cfd = st_netfd_open_socket(socket(AF_INET, SOCK_STREAM, 0));
+    cr_assert_not_null(cfd);
+    arm(F_io_uring_op_res, 1, ETIMEDOUT);
+    EXPECT_FAIL(st_connect(cfd, (const struct sockaddr *)&sin, sizeof(sin), 1000000), ETIMEDOUT);
+    cr_expect(fired(F_io_uring_op_res));
+    cr_expect_eq(fault_log.op_res_replaced, 0, "the kernel connected");
+    /* The socket is connected, but the call that did it failed: nothing is owed. */
+    EXPECT_FAIL(st_connect(cfd, (const struct sockaddr *)&sin, sizeof(sin), 1000000), EISCONN);
+    cr_expect_eq(st_netfd_close(cfd), 0);
+    st_netfd_t conn = st_accept(lfd, NULL, NULL, 1000000);
+    cr_expect_not_null(conn, "st_accept: %s", strerror(errno));
+    if (conn != NULL) {
+        cr_expect_eq(st_netfd_close(conn), 0);
+    }
+    close_listener_then_clean_destroy(lfd, before);
 }
 
 /* ---- file operations: reads, writes and fsyncs as submitted requests ------------------- */
