@@ -200,7 +200,7 @@ int bench_fairness(const struct fairness_params *params);
  * for each file I/O mode, against a plain write loop.
  */
 struct disk_params {
-    const char *modes; /* blocking, workers, io_uring separated by commas, or "all" */
+    const char *modes; /* thread, blocking, workers, io_uring separated by commas, or "all" */
     const char *dir;   /* where the file is written (and removed) */
     long size_mib;     /* the file's size */
     long chunk_kib;    /* bytes per write */

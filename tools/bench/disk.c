@@ -21,16 +21,27 @@
  * client splits its round trips into the same two phases and reports the
  * requests per second and the 99th-percentile round trip of each.
  *
- * The reference is a plain write() loop of the same shape with fsync()
- * (no st, nothing else running); run.sh divides each mode's write
- * throughput by its. The file lives in `dir` (the current directory by default) and is
- * removed afterwards; on tmpfs the figures say nothing about a disk, and a
- * NOTE says so.
+ * Two references, each also in a process of its own:
+ *
+ *   plain      a plain write() loop of the same shape with fsync(), alone:
+ *              what the disk takes;
+ *   thread     the same loop on a pthread of its own beside the scheduler,
+ *              while the tick and the echo run as in the modes: what the
+ *              disk takes with the same load on the machine's CPUs.
+ *
+ * Every round runs the plain loop, then each of the others, each in a fresh
+ * process; the table has the medians over the rounds, and each mode's
+ * throughput over the plain loop's and over the writer thread's of the same
+ * round (the disk's speed drifts by a factor of two from run to run). The
+ * file lives in `dir` (the current directory by default) and is removed
+ * afterwards; on tmpfs the figures say nothing about a disk, and a NOTE
+ * says so.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,6 +427,8 @@ static int st_writes(const struct disk_params *p, const char *path, const char *
 struct disk_figures {
     int status; /* 0 measured, 1 failed, 2 not available here */
     double mibps;
+    double vs_plain;  /* mibps over the plain loop's of the same round (0: that one failed) */
+    double vs_thread; /* over the writer thread's of the same round (0: none) */
     double tick_before_p99;
     double tick_p50;
     double tick_p99;
@@ -426,13 +439,54 @@ struct disk_figures {
 
 struct disk_mode {
     const char *name;
-    int file_io;  /* ST_FILE_IO_* */
+    int file_io;  /* ST_FILE_IO_*, or WRITER_THREAD */
     int eventsys; /* ST_EVENTSYS_* */
 };
 
+/* The writes are a plain write loop on a pthread of their own, beside the scheduler. */
+enum { WRITER_THREAD = -1 };
+
+struct writer_thread {
+    const struct disk_params *p;
+    double mibps; /* or -1 */
+    int done;     /* written (one byte) when the loop is over */
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer_thread *w = arg;
+    w->mibps = plain_write_loop(w->p);
+    char byte = 1;
+    (void)!write(w->done, &byte, 1);
+    return NULL;
+}
+
+/* The reference beside the scheduler: the plain loop on a pthread; MiB/s, or -1. */
+static double thread_writes(const struct disk_params *p)
+{
+    int done[2];
+    if (pipe2(done, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    struct writer_thread w = {.p = p, .mibps = -1, .done = done[1]};
+    st_netfd_t in = st_netfd_open(done[0]);
+    pthread_t thread;
+    if (in == NULL || pthread_create(&thread, NULL, writer_main, &w) != 0) {
+        (void)close(done[0]);
+        (void)close(done[1]);
+        return -1;
+    }
+    char byte = 0;
+    (void)st_read(in, &byte, 1, ST_UTIME_NO_TIMEOUT);
+    (void)pthread_join(thread, NULL);
+    (void)st_netfd_close(in);
+    (void)close(done[1]);
+    return w.mibps;
+}
+
 /* The st side of a run, after st_init: fills f (status 0 or 1). */
-static void run_scheduler(const struct disk_params *p, int lfd, struct disk_phases *ph,
-                          struct disk_figures *f)
+static void run_scheduler(const struct disk_params *p, const struct disk_mode *m, int lfd,
+                          struct disk_phases *ph, struct disk_figures *f)
 {
     struct disk_run run = {.p = p};
     char *chunk = fill_chunk(p->chunk_kib);
@@ -448,7 +502,15 @@ static void run_scheduler(const struct disk_params *p, int lfd, struct disk_phas
         file_path(path, sizeof path, p->dir);
         run.writing = true;
         ph->writes_start = bench_now();
-        int wrc = st_writes(p, path, chunk, &run);
+        double thread_mibps = 0;
+        int wrc = 0;
+        if (m->file_io == WRITER_THREAD) {
+            thread_mibps = thread_writes(p);
+            wrc = thread_mibps < 0 ? -1 : 0;
+            run.stop = true;
+        } else {
+            wrc = st_writes(p, path, chunk, &run);
+        }
         ph->writes_end = bench_now();
         int err = errno;
         (void)unlink(path);
@@ -457,7 +519,9 @@ static void run_scheduler(const struct disk_params *p, int lfd, struct disk_phas
         }
         if (wrc == 0) {
             f->status = 0;
-            f->mibps = (double)p->size_mib / (ph->writes_end - ph->writes_start);
+            f->mibps = m->file_io == WRITER_THREAD
+                           ? thread_mibps
+                           : (double)p->size_mib / (ph->writes_end - ph->writes_start);
             f->tick_before_p99 = percentile(&run.before, 99);
             f->tick_p50 = percentile(&run.during, 50);
             f->tick_p99 = percentile(&run.during, 99);
@@ -497,11 +561,12 @@ static int run_mode(const struct disk_params *p, const struct disk_mode *m, int 
     (void)close(ctl[0]);
     (void)close(res[1]);
     struct disk_phases ph = {0};
-    if (st_set_eventsys(m->eventsys) != 0 || st_init() != 0 || st_set_file_io(m->file_io) != 0) {
+    if (st_set_eventsys(m->eventsys) != 0 || st_init() != 0 ||
+        (m->file_io != WRITER_THREAD && st_set_file_io(m->file_io) != 0)) {
         f.status = 2;
         (void)snprintf(f.why, sizeof f.why, "%s", strerror(errno));
     } else {
-        run_scheduler(p, lfd, &ph, &f);
+        run_scheduler(p, m, lfd, &ph, &f);
     }
     if (client > 0) {
         if (f.status == 0 && (write(ctl[1], &ph, sizeof ph) != (ssize_t)sizeof ph ||
@@ -547,26 +612,40 @@ static void run_in_child(const struct disk_params *p, const struct disk_mode *m,
     }
 }
 
-static void note_round(const char *name, int round, const struct disk_figures *f,
-                       const struct disk_figures *plain)
+static void note_round(const char *name, int round, const struct disk_figures *f)
 {
     if (f->status != 0) {
         bench_note("disk %s, run %d: %s", name, round + 1,
                    f->status == 2 ? f->why : (f->why[0] != '\0' ? f->why : "failed"));
         return;
     }
-    bench_note("disk %s, run %d: %.0f MiB/s (%.2fx the plain loop's in this run); tick late "
+    char beside[64] = "";
+    if (f->vs_thread > 0) {
+        (void)snprintf(beside, sizeof beside, ", %.2fx the writer thread's", f->vs_thread);
+    }
+    bench_note("disk %s, run %d: %.0f MiB/s (%.2fx the plain loop's%s in this round); tick late "
                "p50 %.2f p99 %.2f max %.1f ms (before the writes p99 %.2f); echo before %.0f req/s "
                "p99 %.2f ms, during %.0f req/s p99 %.2f ms",
-               name, round + 1, f->mibps, plain->status == 0 ? f->mibps / plain->mibps : 0,
-               f->tick_p50 * 1e3, f->tick_p99 * 1e3, f->tick_max * 1e3, f->tick_before_p99 * 1e3,
-               f->echo.before_rps, f->echo.before_p99 * 1e3, f->echo.during_rps,
-               f->echo.during_p99 * 1e3);
+               name, round + 1, f->mibps, f->vs_plain, beside, f->tick_p50 * 1e3,
+               f->tick_p99 * 1e3, f->tick_max * 1e3, f->tick_before_p99 * 1e3, f->echo.before_rps,
+               f->echo.before_p99 * 1e3, f->echo.during_rps, f->echo.during_p99 * 1e3);
 }
 
 /* The medians over the rounds that measured (n of them) of one mode. */
 static void report_mode(const char *name, const struct disk_figures *rounds, int n)
 {
+    int paired = 0;
+    int beside = 0;
+    double ratios[BENCH_MAX_SAMPLES];
+    double thread_ratios[BENCH_MAX_SAMPLES];
+    for (int i = 0; i < n; i++) {
+        if (rounds[i].vs_plain > 0) {
+            ratios[paired++] = rounds[i].vs_plain;
+        }
+        if (rounds[i].vs_thread > 0) {
+            thread_ratios[beside++] = rounds[i].vs_thread;
+        }
+    }
     static const struct {
         const char *key;
         size_t offset;
@@ -596,6 +675,16 @@ static void report_mode(const char *name, const struct disk_figures *rounds, int
     bench_result(key, bench_median_field(rounds, sizeof *rounds, n,
                                          offsetof(struct disk_figures, mibps)),
                  "MiB/s", "disk_plain_mibps", "disk %s: write throughput", name);
+    if (paired > 0) {
+        (void)snprintf(key, sizeof key, "disk_%s_vs_plain", name);
+        bench_result(key, bench_median(ratios, paired), "x", "-",
+                     "  throughput over the plain loop's of the same round, median");
+    }
+    if (beside > 0) {
+        (void)snprintf(key, sizeof key, "disk_%s_vs_thread", name);
+        bench_result(key, bench_median(thread_ratios, beside), "x", "-",
+                     "  throughput over the writer thread's of the same round, median");
+    }
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         (void)snprintf(key, sizeof key, "disk_%s_%s", name, figures[i].key);
         bench_result(key,
@@ -622,8 +711,9 @@ static void note_file_system(const char *dir)
     }
 }
 
-enum { MODES = 3 };
+enum { MODES = 4 };
 static const struct disk_mode modes[MODES] = {
+    {"thread", WRITER_THREAD, ST_EVENTSYS_ALT},
     {"blocking", ST_FILE_IO_BLOCKING, ST_EVENTSYS_ALT},
     {"workers", ST_FILE_IO_WORKERS, ST_EVENTSYS_ALT},
     {"io_uring", ST_FILE_IO_URING, ST_EVENTSYS_IO_URING},
@@ -649,6 +739,7 @@ int bench_disk(const struct disk_params *p)
         fprintf(stderr, "st_bench: disk, round %d: plain write loop\n", r + 1);
         run_in_child(p, NULL, &plain[nplain]);
         const struct disk_figures *this_plain = &plain[nplain];
+        const struct disk_figures *this_thread = NULL;
         if (this_plain->status == 0) {
             bench_note("disk plain loop, run %d: %.0f MiB/s", r + 1, this_plain->mibps);
             nplain++;
@@ -662,7 +753,13 @@ int bench_disk(const struct disk_params *p)
             fprintf(stderr, "st_bench: disk, round %d: %s\n", r + 1, modes[i].name);
             struct disk_figures *f = &runs[i][nruns[i]];
             run_in_child(p, &modes[i], f);
-            note_round(modes[i].name, r, f, this_plain);
+            f->vs_plain = f->status == 0 && this_plain->status == 0 ? f->mibps / this_plain->mibps : 0;
+            if (modes[i].file_io == WRITER_THREAD) {
+                this_thread = f->status == 0 ? f : NULL;
+            } else if (f->status == 0 && this_thread != NULL) {
+                f->vs_thread = f->mibps / this_thread->mibps;
+            }
+            note_round(modes[i].name, r, f);
             rc |= f->status == 1;
             nruns[i] += f->status == 0;
         }

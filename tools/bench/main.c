@@ -19,7 +19,8 @@
  *              [--limit S] [--repeat N] [--warm]
  *   disk       a 1 ms tick's lateness and echo round trips while a coroutine
  *              writes a large file, per file I/O mode (blocking, workers,
- *              io_uring), against a plain write loop [--mode NAME[,NAME...]|all]
+ *              io_uring), against a plain write loop alone and on a pthread
+ *              beside the scheduler (thread) [--mode NAME[,NAME...]|all]
  *              [--dir DIR] [--size MIB] [--chunk KIB] [--sync MIB] [--conns N] [--before S]
  *              [--repeat N]
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
@@ -115,7 +116,7 @@ static void usage(void)
             "  fairness [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--share PCT]\n"
             "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
             "           [--limit S] [--repeat N] [--warm]\n"
-            "  disk   [--mode blocking|workers|io_uring[,...]|all] [--dir DIR] [--size MIB]\n"
+            "  disk   [--mode thread|blocking|workers|io_uring[,...]|all] [--dir DIR] [--size MIB]\n"
             "         [--chunk KIB] [--sync MIB] [--conns N] [--before S] [--repeat N]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n"

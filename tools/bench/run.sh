@@ -40,9 +40,9 @@
 # killed run left (st_bench_starve.<pid> under the cgroup mounts).
 # --no-fairness leaves the group out.
 #
-# The disk group writes 1 GiB four times into the build directory (the
-# machine's disk unless that is tmpfs, which the group then says);
-# --no-disk leaves it out.
+# The disk group writes 1 GiB four times a round, five rounds, into the
+# build directory (the machine's disk unless that is tmpfs, which the
+# group then says); about a minute and a half. --no-disk leaves it out.
 #
 # About two and a half minutes on two quiet cores, and two more with the
 # peers. Environment: ST_BENCH_BUILD_DIR (default build-bench; the second
@@ -183,7 +183,8 @@ fi
 # (State Threads' blocking calls, worker pthreads, io_uring) against a
 # plain write loop.
 if ((DISK)); then
-    group "disk: 1 GiB written beside a 1 ms tick and an echo server" "$B" disk --dir "$BUILD"
+    group "disk: 1 GiB written beside a 1 ms tick and an echo server" "$B" disk --dir "$BUILD" \
+        --repeat 5
 fi
 # Batched datagrams: st_sendmmsg (32 per call) against one st_sendto per packet.
 group "UDP, 64-byte datagrams: st_sendmmsg vs st_sendto" \
