@@ -40,11 +40,11 @@
 # killed run left (st_bench_starve.<pid> under the cgroup mounts).
 # --no-fairness leaves the group out.
 #
-# The disk group writes 1 GiB four times a round, five rounds, into the
+# The disk group writes 1 GiB five times a round, five rounds, into the
 # build directory (the machine's disk unless that is tmpfs, which the
 # group then says); about a minute and a half. --no-disk leaves it out.
 #
-# About two and a half minutes on two quiet cores, and two more with the
+# About four minutes on two quiet cores, and two more with the
 # peers. Environment: ST_BENCH_BUILD_DIR (default build-bench; the second
 # build is that name with -noguard), CC (default gcc).
 set -euo pipefail
