@@ -48,7 +48,7 @@ extern "C" {
 #define ST_EVENTSYS_SELECT 1
 #define ST_EVENTSYS_POLL 2
 #define ST_EVENTSYS_ALT 3
-/* Extension: io_uring readiness polling (Linux, when built with liburing). */
+/* Extension: io_uring, which also carries socket and file I/O out (Linux, with liburing). */
 #define ST_EVENTSYS_IO_URING 4
 
 /* Marks the functions the shared library exports; everything else is hidden. */
