@@ -275,4 +275,17 @@ void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq);
 /* Refresh the st_time() cache when it is on and a second has passed. */
 void st__time_cache_tick(struct st__sched *sched, st_utime_t now);
 
+/*
+ * A coroutine blocked waiting for I/O (a poll, a submitted operation, a
+ * worker's call) can go on: off the sleep heap and runnable, once; one
+ * woken already (deadline, interrupt) is left as it is.
+ */
+static inline void st__sched_wake_io(struct st__sched *sched, struct _st_thread *thread)
+{
+    if (thread->state == ST__IO_WAIT) {
+        st__sched_sleep_del(sched, thread);
+        st__sched_make_runnable(sched, thread);
+    }
+}
+
 #endif /* ST__SCHEDULER_H */

@@ -33,17 +33,6 @@ void st__sync_forget_waiter(struct _st_thread *thread)
     st__list_remove(&thread->wait_links);
 }
 
-/* Consume a pending interrupt: true (errno EINTR) if there was one. */
-static bool take_interrupt(struct _st_thread *me)
-{
-    if ((me->flags & ST__FL_INTERRUPT) == 0) {
-        return false;
-    }
-    me->flags &= ~ST__FL_INTERRUPT;
-    errno = EINTR;
-    return true;
-}
-
 /* The running scheduler, for an operation on `object`: NULL with errno if either is missing. */
 static struct st__sched *running_for(const void *object)
 {
@@ -94,7 +83,7 @@ static __attribute__((noinline, cold)) int cond_wait_flagged(struct _st_thread *
         errno = ETIME;
         rv = -1;
     }
-    if (take_interrupt(me)) {
+    if (st__thread_take_interrupt(me)) {
         rv = -1;
     }
     return rv;
@@ -105,7 +94,7 @@ static __attribute__((noinline, cold)) int cond_wait_refused(st_cond_t cvar)
 {
     struct st__sched *sched = running_for(cvar);
     if (sched != NULL) {
-        (void)take_interrupt(sched->current);
+        (void)st__thread_take_interrupt(sched->current);
     }
     return -1;
 }
@@ -260,7 +249,7 @@ int st_mutex_lock(st_mutex_t lock)
         return -1;
     }
     struct _st_thread *me = sched->current;
-    if (take_interrupt(me)) {
+    if (st__thread_take_interrupt(me)) {
         return -1;
     }
     struct _st_thread *owner = owner_of(lock, sched);
@@ -282,7 +271,7 @@ int st_mutex_lock(st_mutex_t lock)
 
     /* Ownership handed over wins over an interrupt that came at the same time. */
     assert(lock->owner == me || (me->flags & ST__FL_INTERRUPT) != 0);
-    if (lock->owner != me && take_interrupt(me)) {
+    if (lock->owner != me && st__thread_take_interrupt(me)) {
         return -1;
     }
     return 0;

@@ -113,15 +113,6 @@ static struct st__uring_op *op_from_udata(uint64_t data)
     return op;
 }
 
-/* A coroutine blocked in an operation can go on: make it runnable, once. */
-static void op_wake(struct st__sched *sched, struct st__uring_op *op)
-{
-    struct _st_thread *thread = op->thread;
-    if (thread->state == ST__IO_WAIT) {
-        st__sched_sleep_del(sched, thread);
-        st__sched_make_runnable(sched, thread);
-    }
-}
 
 void st__uring_op_complete(struct st__uring_state *st, uint64_t data, int res)
 {
@@ -131,7 +122,7 @@ void st__uring_op_complete(struct st__uring_state *st, uint64_t data, int res)
         op->res = res;
         st->ops_in_flight--;
         if (st->sched != NULL) {
-            op_wake(st->sched, op);
+            st__sched_wake_io(st->sched, op->thread);
         } else if (op->accept && res >= 0) {
             (void)close(res); /* teardown: its coroutine goes without returning it */
         }
@@ -144,7 +135,7 @@ void st__uring_op_complete(struct st__uring_state *st, uint64_t data, int res)
         op->cancel_missed = true;
     }
     if (op->draining && st->sched != NULL) {
-        op_wake(st->sched, op);
+        st__sched_wake_io(st->sched, op->thread);
     }
 }
 
@@ -290,10 +281,9 @@ await_op(struct st__sched *sched, struct st__uring_state *st, struct _st_thread 
     if (op->res >= 0 || !gave_up) {
         return true; /* even when given up: the data must not be lost */
     }
-    if (interrupted) {
-        me->flags &= ~ST__FL_INTERRUPT;
+    if (!interrupted || !st__thread_take_interrupt(me)) {
+        errno = ETIME;
     }
-    errno = interrupted ? EINTR : ETIME;
     return false;
 }
 
@@ -531,9 +521,7 @@ static __attribute__((noinline)) ssize_t submit_file(struct st__sched *sched, in
             errno = file_op_again(op.res) ? ECANCELED : -op.res;
             return -1;
         }
-        if ((me->flags & ST__FL_INTERRUPT) != 0) {
-            me->flags &= ~ST__FL_INTERRUPT;
-            errno = EINTR;
+        if (st__thread_take_interrupt(me)) {
             return -1;
         }
         timeout = time_left(sched, due);

@@ -133,9 +133,5 @@ void st__pollq_ready(struct st__sched *sched, struct st__pollq *pq)
     st__list_remove(&pq->link);
     pq->on_ioq = false;
     sched->backend->pollset_del(sched, pq);
-    struct _st_thread *thread = pq->thread;
-    if (thread->state == ST__IO_WAIT) {
-        st__sched_sleep_del(sched, thread);
-        st__sched_make_runnable(sched, thread);
-    }
+    st__sched_wake_io(sched, pq->thread);
 }

@@ -286,10 +286,8 @@ static void port_drain(struct st__sched *sched, struct st__fio_port *port)
         struct st__work *w = work_from_link(link);
         st__list_remove(link);
         w->state = ST__WORK_COLLECTED;
-        struct _st_thread *thread = w->thread;
-        if (thread->state == ST__IO_WAIT && thread->waiting_on == w) {
-            st__sched_sleep_del(sched, thread);
-            st__sched_make_runnable(sched, thread);
+        if (w->thread->waiting_on == w) {
+            st__sched_wake_io(sched, w->thread);
         }
     }
     (void)pthread_mutex_unlock(&pool.lock);
