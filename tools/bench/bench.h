@@ -42,6 +42,12 @@ double bench_cpu_now(void);
 /* Median of `n` values (reorders them). */
 double bench_median(double *values, int n);
 
+/* Sort `n` values in ascending order. */
+void bench_sort(double *values, long n);
+
+/* The nearest-rank percentile `pct` (0..100) of `n` sorted values; 0 with none. */
+double bench_percentile(const double *sorted, long n, long pct);
+
 /* Median of the double at `offset` in each of `n` items of `size` bytes (at most BENCH_MAX_SAMPLES). */
 enum { BENCH_MAX_SAMPLES = 64 };
 double bench_median_field(const void *items, size_t size, int n, size_t offset);

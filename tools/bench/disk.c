@@ -90,28 +90,11 @@ static void samples_add(struct disk_samples *s, double value)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
+/* The nearest-rank percentile `pct` (0..100) of the samples (sorts them); 0 with none. */
+static double percentile(struct disk_samples *s, long pct)
 {
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The nearest-rank percentile `p` (0..100) of the samples (sorts them); 0 with none. */
-static double percentile(struct disk_samples *s, double p)
-{
-    if (s->n == 0) {
-        return 0;
-    }
-    qsort(s->v, (size_t)s->n, sizeof(double), cmp_double);
-    long rank = (long)(p / 100.0 * (double)s->n + 0.999999);
-    if (rank < 1) {
-        rank = 1;
-    }
-    if (rank > s->n) {
-        rank = s->n;
-    }
-    return s->v[rank - 1];
+    bench_sort(s->v, s->n);
+    return bench_percentile(s->v, s->n, pct);
 }
 
 static char *fill_chunk(long chunk_kib)

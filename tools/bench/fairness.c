@@ -594,20 +594,6 @@ struct fair_stats {
     double server_util; /* the server's CPU time over that time */
 };
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The nearest-rank percentile of n sorted values. */
-static double percentile(const double *sorted, long n, long pct)
-{
-    long rank = (pct * n + 99) / 100;
-    return sorted[rank < 1 ? 0 : rank - 1];
-}
-
 static int burst_stats(const struct burst *b, double limit, struct fair_stats *st)
 {
     double *ms = malloc((size_t)b->n * sizeof *ms);
@@ -620,10 +606,10 @@ static int burst_stats(const struct burst *b, double limit, struct fair_stats *s
         ms[i] = p->first > 0 ? (p->first - p->start) * 1e3 : limit * 1e3;
         sum += ms[i];
     }
-    qsort(ms, (size_t)b->n, sizeof *ms, compare_double);
-    st->p50 = percentile(ms, b->n, 50);
-    st->p90 = percentile(ms, b->n, 90);
-    st->p99 = percentile(ms, b->n, 99);
+    bench_sort(ms, b->n);
+    st->p50 = bench_percentile(ms, b->n, 50);
+    st->p90 = bench_percentile(ms, b->n, 90);
+    st->p99 = bench_percentile(ms, b->n, 99);
     st->max = ms[b->n - 1];
     st->mean = sum / (double)b->n;
     st->served = b->served;

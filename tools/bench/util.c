@@ -41,12 +41,33 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void bench_sort(double *values, long n)
+{
+    if (n > 0) {
+        qsort(values, (size_t)n, sizeof *values, compare_double);
+    }
+}
+
+double bench_percentile(const double *sorted, long n, long pct)
+{
+    if (n <= 0) {
+        return 0.0;
+    }
+    long rank = (pct * n + 99) / 100;
+    if (rank < 1) {
+        rank = 1;
+    } else if (rank > n) {
+        rank = n;
+    }
+    return sorted[rank - 1];
+}
+
 double bench_median(double *values, int n)
 {
     if (n <= 0) {
         return 0.0;
     }
-    qsort(values, (size_t)n, sizeof *values, compare_double);
+    bench_sort(values, n);
     if (n % 2 == 1) {
         return values[n / 2];
     }
