@@ -14,6 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,6 +26,7 @@
 #include "file_io.h"
 #include "netfd.h"
 #include "scheduler.h"
+#include "st_config.h"
 
 /* Enough iovecs for common gathers without touching the heap. */
 #define LOCAL_IOVECS 16
@@ -622,11 +626,54 @@ static ssize_t attempt_accept(int osfd, void *args)
     return accept4(osfd, a->addr, a->addrlen, SOCK_NONBLOCK);
 }
 
+/*
+ * How many connections a listener's accept queue holds: Linux reports a
+ * TCP listener's backlog in tcp_info's tcpi_sacked. Another listening
+ * socket gets 128 (SOMAXCONN of old); a socket that does not listen, 0.
+ */
+static size_t accept_queue_length(int osfd)
+{
+    int saved_errno = errno;
+    size_t length = 0;
+    struct tcp_info info;
+    socklen_t len = sizeof(info);
+    int listening = 0;
+    socklen_t flag_len = sizeof(listening);
+    if (getsockopt(osfd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+        len >= offsetof(struct tcp_info, tcpi_sacked) + sizeof(info.tcpi_sacked)) {
+        length = info.tcpi_state == TCP_LISTEN ? info.tcpi_sacked : 0;
+    } else if (getsockopt(osfd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &flag_len) == 0 &&
+               listening != 0) {
+        length = 128;
+    }
+    errno = saved_errno;
+    return length;
+}
+
+/*
+ * A burst of connections that fills a listener's accept queue becomes as
+ * many coroutines at once, each wanting a new stack while the queue waits:
+ * the first accept on a listener has the scheduler make that many stacks
+ * ahead of need, when it is idle (stack.h).
+ */
+static void reserve_stacks_for(struct _st_netfd *listener)
+{
+    struct st__sched *sched = st__sched_peek();
+    if (sched == NULL) {
+        return; /* not this pthread's netfd: st_accept fails */
+    }
+    listener->accepted_on = true;
+    st__stack_reserve(&sched->stacks, accept_queue_length(listener->osfd), ST__DEFAULT_STACK_SIZE);
+}
+
 st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utime_t timeout)
 {
     if (addrlen != NULL && *addrlen < 0) {
         errno = EINVAL;
         return NULL;
+    }
+    if (fd != NULL && fd->inuse && !fd->accepted_on) {
+        reserve_stacks_for(fd);
     }
     socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
     bool want_addr = addr != NULL && addrlen != NULL;

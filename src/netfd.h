@@ -24,6 +24,8 @@ struct _st_netfd {
      * Next to `inuse`, which every I/O call reads first.
      */
     bool is_file;
+    /* st_accept has been called on it, and reserved stacks for its accept queue (io.c). */
+    bool accepted_on;
     /*
      * Coroutines inside st_netfd_poll() on it, woken or not. While any are,
      * st_netfd_close() refuses (EBUSY) and a freed netfd is not recycled:

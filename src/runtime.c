@@ -150,22 +150,32 @@ static int io_init(struct st__sched *sched)
  * whoever is due, and hands the CPU on. With nobody left alive, the
  * process is done.
  *
- * While stacks wait to be given mappings of their own (stack.h), a wait
- * longer than ST__SPLIT_IDLE_US waits that long first: if nothing at all
- * happened, the process has time to spare, and it gives a few of them
- * theirs before it waits again.
+ * While stacks wait to be made or split (scheduler.h, ST__QUIET_US), a
+ * wait longer than ST__QUIET_US waits that long first: if nothing at all
+ * happened, the process has time to spare, and does a batch of that work;
+ * then it only looks for I/O between batches, as long as none comes.
+ * Working whenever nothing was ready at that instant would take the CPU
+ * from a starved server between the connections of a burst.
  */
 static void *idle_main(void *arg)
 {
     struct st__sched *sched = arg;
     struct _st_thread *me = sched->idle;
+    struct st__stack_pool *stacks = &sched->stacks;
+    bool quiet = false;
     while (sched->active_count > 0) {
-        st__stack_reclaim(&sched->stacks);
+        st__stack_reclaim(stacks);
         st_utime_t timeout = st__sched_next_timeout(sched);
-        bool split = timeout > ST__SPLIT_IDLE_US && st__stack_unsplit(&sched->stacks);
-        sched->backend->dispatch(sched, split ? ST__SPLIT_IDLE_US : timeout);
-        if (split && st__list_empty(&sched->run_q)) {
-            st__stack_split(&sched->stacks, ST__SPLITS_PER_WAIT);
+        bool spare = timeout > ST__QUIET_US &&
+                     (st__stack_reserve_short(stacks) || st__stack_unsplit(stacks));
+        sched->backend->dispatch(sched, !spare ? timeout : quiet ? 0 : ST__QUIET_US);
+        quiet = spare && st__list_empty(&sched->run_q);
+        if (quiet) {
+            if (st__stack_reserve_short(stacks)) {
+                st__stack_prepare(stacks, ST__PREPARES_PER_BATCH);
+            } else {
+                st__stack_split(stacks, ST__SPLITS_PER_BATCH);
+            }
         }
         st__sched_tick(sched);
         me->state = ST__RUNNABLE;

@@ -254,13 +254,18 @@ static inline st_utime_t st__sched_last_clock(struct st__sched *sched)
  * The first coroutines of a scheduler (those a program starts with: its
  * listeners, its workers) get guarded stacks with mappings of their own at
  * once. Later ones, those a server creates per connection, take quick
- * stacks that get their mappings (stack.h) once the scheduler has had
- * nothing to do for ST__SPLIT_IDLE_US: ST__SPLITS_PER_WAIT of them (about
- * 4 us each) after every such quiet spell.
+ * stacks that get their mappings (stack.h) once the scheduler has time to
+ * spare, and so is the stack reserve made (stack.h): when nothing at all
+ * happened for ST__QUIET_US, the idle loop does a batch of that work
+ * (ST__PREPARES_PER_BATCH stacks of the reserve, about 3 us each, or else
+ * ST__SPLITS_PER_BATCH splits, about 4 us each), then looks at the event
+ * system without waiting and does another while nothing is ready, so that
+ * I/O arriving meanwhile waits for one batch at most.
  */
 #define ST__STACKS_AT_ONCE 16U
-#define ST__SPLIT_IDLE_US 10000U
-#define ST__SPLITS_PER_WAIT 32
+#define ST__QUIET_US 10000U
+#define ST__PREPARES_PER_BATCH 16
+#define ST__SPLITS_PER_BATCH 32
 
 /* Microseconds until the earliest deadline, or ST_UTIME_NO_TIMEOUT. */
 st_utime_t st__sched_next_timeout(const struct st__sched *sched);

@@ -82,6 +82,9 @@ void st__stack_pool_init(struct st__stack_pool *pool, enum st__stack_mode mode, 
     pool->carve_end = NULL;
     st__list_init(&pool->unsplit);
     pool->split = 0;
+    pool->made = 0;
+    pool->reserve = 0;
+    pool->reserve_size = 0;
     pool->mode = mode;
     pool->pagesize = (size_t)sysconf(_SC_PAGESIZE);
     pool->guard_pages = guard_pages;
@@ -119,6 +122,8 @@ void st__stack_pool_fini(struct st__stack_pool *pool)
     st__list_init(&pool->unsplit);
     atomic_fetch_sub_explicit(&stacks_alone, pool->split, memory_order_relaxed);
     pool->split = 0;
+    pool->made = 0;
+    pool->reserve = 0;
 }
 
 void st__stack_reclaim_queued(struct st__stack_pool *pool)
@@ -134,6 +139,7 @@ void st__stack_reclaim_queued(struct st__stack_pool *pool)
             st__list_insert_tail(&pool->cache, &stack->link);
         } else {
             ST__STAT_ADD(num_free_stacks, -1);
+            pool->made--;
         }
     }
 }
@@ -331,6 +337,7 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size, bool 
         st__list_insert_tail(&pool->unsplit, &stack->split_link);
     }
     stack->valgrind_id = 0;
+    pool->made++;
     return stack;
 }
 
@@ -395,6 +402,35 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size)
 struct st__stack *st__stack_acquire_quick(struct st__stack_pool *pool, size_t size)
 {
     return acquire(pool, size, true);
+}
+
+void st__stack_reserve(struct st__stack_pool *pool, size_t count, size_t size)
+{
+    if (pool->mode != ST__STACK_CACHE) {
+        return;
+    }
+    count = count < ST__STACK_RESERVE_MAX ? count : ST__STACK_RESERVE_MAX;
+    if (count > pool->reserve) {
+        pool->reserve = count;
+        pool->reserve_size = st__stack_round(pool, size);
+    }
+}
+
+void st__stack_prepare(struct st__stack_pool *pool, int count)
+{
+    while (count-- > 0 && st__stack_reserve_short(pool)) {
+        int saved_errno = errno;
+        /* Writing the descriptor faults the top page in, where the coroutine object goes. */
+        struct st__stack *stack = map_new(pool, pool->reserve_size, true);
+        if (stack == NULL) {
+            pool->reserve = pool->made;
+            errno = saved_errno;
+            return;
+        }
+        /* Behind the stacks released already, which are warmer in the caches. */
+        st__list_insert_tail(&pool->cache, &stack->link);
+        ST__STAT_ADD(num_free_stacks, 1);
+    }
 }
 
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack)

@@ -38,6 +38,15 @@
  * splits them when it has been idle for a while; the budget of
  * ST__STACKS_ALONE_MAX counts these stacks too.
  *
+ * A fresh server that meets a burst of connections still pays, per
+ * connection and while the accept queue waits, the guard marker and the
+ * first page fault of the new stack's top page, where the coroutine object
+ * lives. So a pool can be given a reserve (st__stack_reserve): a number of
+ * stacks to have made ahead of need, which the scheduler makes a few at a
+ * time (st__stack_prepare) when it has nothing else to do, and keeps in
+ * the cache. The scheduler asks for one the size of a listener's accept
+ * queue the first time it accepts on that listener.
+ *
  * Stacks of the same size would put their hot top-of-stack lines (the
  * coroutine object, the frames of a blocked call) at the same address
  * modulo the cache's way size, so that a few hundred coroutines fight over
@@ -101,6 +110,9 @@ struct st__stack_pool {
     char *carve_end;
     struct st__list unsplit; /* slab stacks of a burst, still to get mappings of their own */
     size_t split;         /* slab stacks that got them (in the process-wide count of alone ones) */
+    size_t made;          /* stacks mapped or carved, and not unmapped since */
+    size_t reserve;       /* how many stacks to have made ahead of need (cache mode) */
+    size_t reserve_size;  /* and their usable size */
     enum st__stack_mode mode;
     size_t pagesize;
     bool guard_pages;
@@ -157,6 +169,33 @@ static inline void st__stack_split(struct st__stack_pool *pool, int count)
         st__stack_split_queued(pool, count);
     }
 }
+
+/*
+ * The most a reserve holds: 1024 stacks, one resident page each (4 MiB
+ * with 4 KiB pages), however long the accept queue that asked for it.
+ */
+#define ST__STACK_RESERVE_MAX 1024u
+
+/*
+ * Have `count` stacks (at most ST__STACK_RESERVE_MAX, counting those the
+ * pool has made already) of `size` usable bytes made ahead of need. A pool
+ * in free mode keeps no reserve: it gives memory back rather than hold it.
+ */
+void st__stack_reserve(struct st__stack_pool *pool, size_t count, size_t size);
+
+/* Whether the reserve still wants stacks made. */
+static inline bool st__stack_reserve_short(const struct st__stack_pool *pool)
+{
+    return pool->made < pool->reserve;
+}
+
+/*
+ * Make up to `count` stacks of the reserve: quick ones (they wait for
+ * st__stack_split like a burst's), with their top page touched, into the
+ * cache. When the memory or mappings run out, the reserve shrinks to what
+ * was made, errno unchanged.
+ */
+void st__stack_prepare(struct st__stack_pool *pool, int count);
 
 /* Give a stack back. May be called while running on it (see above). */
 void st__stack_release(struct st__stack_pool *pool, struct st__stack *stack);

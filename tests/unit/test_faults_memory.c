@@ -369,6 +369,27 @@ Test(faults_memory, a_refused_split_leaves_a_burst_guarded_by_markers)
     st__stack_pool_fini(&pool);
 }
 
+Test(faults_memory, a_stack_the_reserve_cannot_have_shrinks_the_reserve)
+{
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, false);
+    st__stack_reserve(&pool, 8, 16384);
+    arm(F_mmap64, 1, ENOMEM);
+    errno = EDOM;
+    st__stack_prepare(&pool, 8);
+    cr_expect(fired(F_mmap64));
+    cr_expect_eq(errno, EDOM, "the idle loop's errno is left alone");
+    cr_expect_eq(pool.made, 0);
+    cr_expect_not(st__stack_reserve_short(&pool), "no new try at every quiet spell");
+    struct st__stack *stack = st__stack_acquire(&pool, 16384);
+    cr_assert_not_null(stack, "the pool goes on");
+    st__stack_reserve(&pool, 4, 16384);
+    st__stack_prepare(&pool, 8);
+    cr_expect_eq(pool.made, 4, "and a later reserve is made");
+    st__stack_release(&pool, stack);
+    st__stack_pool_fini(&pool);
+}
+
 Test(faults_memory, slab_failures_report_enomem_and_free_the_slab_record)
 {
     struct st__stack_pool pool;

@@ -293,11 +293,11 @@ Test(stack, a_burst_of_coroutines_maps_no_stack_apiece_until_the_scheduler_has_t
     cr_expect_lt(grown, 2 * (int)ST__STACKS_AT_ONCE + 8,
                  "%d coroutines created at once took %d new mappings", COUNT, grown);
     /* A short wait leaves them be: the process may be busy. */
-    cr_assert_eq(st_usleep(ST__SPLIT_IDLE_US / 2), 0);
+    cr_assert_eq(st_usleep(ST__QUIET_US / 2), 0);
     cr_expect_lt(mapping_count() - before, 2 * (int)ST__STACKS_AT_ONCE + 8);
     /* Each quiet spell gives a few of them mappings of their own. */
     for (int i = 0; i < COUNT && !st__list_empty(&pool->unsplit); i++) {
-        cr_assert_eq(st_usleep(2 * ST__SPLIT_IDLE_US), 0);
+        cr_assert_eq(st_usleep(2 * ST__QUIET_US), 0);
     }
     cr_expect(st__list_empty(&pool->unsplit));
     cr_expect_geq(mapping_count() - before, 2 * COUNT - 8, "then every stack is a mapping of its own");

@@ -196,6 +196,7 @@ struct fairness_params {
     const char *method;  /* how: auto, cgroup2, cgroup1, spin or none (starve.c) */
     double limit_s;      /* a run ends when every connection is served or after this long */
     bool warm;           /* a first burst, closed, before the measured one */
+    double pause_s;      /* how long the server has been up and idle when the burst starts */
     int rounds;
 };
 int bench_fairness(const struct fairness_params *params);

@@ -44,6 +44,11 @@
  * of its connect() to the first byte of the response. A run ends when every
  * connection has had its first byte, or after `limit` seconds.
  *
+ * The server has been up and idle for `pause` seconds (half a second by
+ * default) when the burst starts, as a restarted server whose players
+ * come back after their reconnect delay; `--pause 0` sends the burst the
+ * moment the server listens.
+ *
  * With `warm`, one burst of as many connections runs to completion first and
  * is closed, and the measured burst follows half a second later: the server
  * has seen as many players before (st's stacks are cached) instead of
@@ -706,6 +711,9 @@ static int fair_round(const struct fairness_params *p, const char *name,
     if (server < 0) {
         return -1;
     }
+    if (p->pause_s > 0) {
+        (void)usleep((useconds_t)(p->pause_s * 1e6));
+    }
     bench_pin(cpus.client);
     struct burst b;
     bool ok = true;
@@ -749,7 +757,9 @@ static void report(const struct fairness_params *p, const char *name, const stru
     };
     bool st = strcmp(name, "epoll") != 0; /* compared with the reference loop */
     long served_min = p->conns;
-    const char *warm = p->warm ? "w" : "";
+    /* Key suffixes: "w" after a first burst, "n" for a burst the moment the server listens. */
+    const char *warm = p->warm ? "w" : p->pause_s > 0 ? "" : "n";
+    const char *variant = p->warm ? " (warm)" : p->pause_s > 0 ? "" : " (no pause)";
     for (int k = 0; k < n; k++) {
         bench_note("fairness %s %ld%s, run %d: first byte p50 %.1f p90 %.1f p99 %.1f max %.1f "
                    "mean %.1f ms; %ld of %ld served in %.2f s; server CPU %.0f%% (%.1f ms); "
@@ -767,7 +777,7 @@ static void report(const struct fairness_params *p, const char *name, const stru
         if (f == 0) {
             bench_result(key, bench_median_field(s, sizeof *s, n, figures[f].offset), "ms",
                          st ? base : "-", "first byte, %s, %ld at once%s: %s", name, p->conns,
-                         p->warm ? " (warm)" : "", figures[f].what);
+                         variant, figures[f].what);
         } else {
             bench_result(key, bench_median_field(s, sizeof *s, n, figures[f].offset), "ms",
                          st ? base : "-", "  %s", figures[f].what);

@@ -16,7 +16,7 @@
  *              starved of CPU [--server NAME[,NAME...]|both|all] (names: epoll,
  *              st, epoll-timers, epoll-st, st-poll, st-select) [--conns N[,N...]] [--share PCT]
  *              [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]
- *              [--limit S] [--repeat N] [--warm]
+ *              [--limit S] [--repeat N] [--warm] [--pause S]
  *   disk       a 1 ms tick's lateness and echo round trips while a coroutine
  *              writes a large file, per file I/O mode (blocking, workers,
  *              io_uring), against a plain write loop alone and on a pthread
@@ -96,6 +96,7 @@ struct options {
     long period_us;
     const char *method;
     double limit;
+    double pause;
     const char *modes;
     const char *dir;
     long size_mib;
@@ -115,7 +116,7 @@ static void usage(void)
             "  memory --read|--sleep [--count N] [--stack KIB]\n"
             "  fairness [--server NAME[,NAME...]|both|all] [--conns N[,N...]] [--share PCT]\n"
             "           [--method auto|rt|cgroup2|cgroup1|spin|none] [--period US] [--backlog N]\n"
-            "           [--limit S] [--repeat N] [--warm]\n"
+            "           [--limit S] [--repeat N] [--warm] [--pause S]\n"
             "  disk   [--mode thread|blocking|workers|io_uring[,...]|all] [--dir DIR] [--size MIB]\n"
             "         [--chunk KIB] [--sync MIB] [--conns N] [--before S] [--repeat N]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
@@ -184,6 +185,8 @@ static int parse_option(struct options *o, const char *name, const char *value)
         return parse_seconds(value, &o->window);
     } else if (strcmp(name, "--limit") == 0) {
         return parse_seconds(value, &o->limit);
+    } else if (strcmp(name, "--pause") == 0) {
+        return strcmp(value, "0") == 0 ? (o->pause = 0, 0) : parse_seconds(value, &o->pause);
     } else if (strcmp(name, "--method") == 0) {
         o->method = value;
     } else if (strcmp(name, "--mode") == 0) {
@@ -247,6 +250,7 @@ static struct job count_job(const struct options *o, enum job_kind kind, long co
                                                 .method = o->method,
                                                 .limit_s = o->limit,
                                                 .warm = o->warm,
+                                                .pause_s = o->pause,
                                                 .rounds = (int)o->repeat};
         fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
                 conns, o->share);
@@ -362,6 +366,7 @@ static int run_all(struct options *o, bool smoke)
         o->share = 0;
         o->method = "none";
         o->limit = 10;
+        o->pause = 0.05;
     }
     rc |= run_fairness(o, smoke ? "20" : "500,1000");
     if (smoke) {
@@ -422,6 +427,7 @@ int main(int argc, char **argv)
         .period_us = 10000,
         .method = "auto",
         .limit = 8,
+        .pause = 0.5,
         .repeat = 3,
         .warmup = 0.5,
         .window = 0.5,
