@@ -654,16 +654,20 @@ static size_t accept_queue_length(int osfd)
  * A burst of connections that fills a listener's accept queue becomes as
  * many coroutines at once, each wanting a new stack while the queue waits:
  * the first accept on a listener has the scheduler make that many stacks
- * ahead of need, when it is idle (stack.h).
+ * ahead of need, when it is idle (stack.h). They take the size of the
+ * accepting coroutine's own stack, as a server's coroutines are usually
+ * all made alike (the default size when the primordial thread accepts).
  */
 static void reserve_stacks_for(struct _st_netfd *listener)
 {
     struct st__sched *sched = st__sched_peek();
-    if (sched == NULL) {
+    if (sched == NULL || sched->current == NULL) {
         return; /* not this pthread's netfd: st_accept fails */
     }
     listener->accepted_on = true;
-    st__stack_reserve(&sched->stacks, accept_queue_length(listener->osfd), ST__DEFAULT_STACK_SIZE);
+    const struct st__stack *own = sched->current->stack;
+    size_t size = own != NULL ? own->size : ST__DEFAULT_STACK_SIZE;
+    st__stack_reserve(&sched->stacks, accept_queue_length(listener->osfd), size);
 }
 
 st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utime_t timeout)

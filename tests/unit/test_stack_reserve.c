@@ -165,6 +165,35 @@ Test(stack_reserve, other_listeners_get_a_default_and_other_sockets_none)
     cr_expect_eq(st_netfd_close(unix_listener), 0);
 }
 
+struct sized_listener {
+    st_netfd_t listener;
+    size_t reserve_size;
+};
+
+static void *accept_with_no_wait(void *arg)
+{
+    struct sized_listener *l = arg;
+    accept_once(l->listener, ETIME);
+    l->reserve_size = pool_of_this_scheduler()->reserve_size;
+    return NULL;
+}
+
+Test(stack_reserve, its_stacks_take_the_size_of_the_accepting_coroutine)
+{
+    cr_assert_eq(st_init(), 0);
+    struct sized_listener l = {.listener = st_netfd_open_socket(listen_tcp(8, NULL))};
+    st_thread_t t = st_thread_create(accept_with_no_wait, &l, 1, 40 * page());
+    cr_assert_not_null(t);
+    cr_assert_eq(st_thread_join(t, NULL), 0);
+    cr_expect_eq(l.reserve_size, 40 * page(), "a listener coroutine's size");
+    cr_assert(idle_until_reserve_made());
+    st__list_for_each(link, &pool_of_this_scheduler()->cache) {
+        const struct st__stack *stack = ST__CONTAINER_OF(link, struct st__stack, link);
+        cr_expect_geq(stack->size, 40 * page());
+    }
+    cr_expect_eq(st_netfd_close(l.listener), 0);
+}
+
 struct acceptor {
     st_netfd_t listener;
     st_netfd_t conn;
