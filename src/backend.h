@@ -32,7 +32,7 @@ enum st__io_kind {
     ST__IO_SEND,    /* buf, len, flags */
     ST__IO_RECVMSG, /* msg, flags */
     ST__IO_SENDMSG, /* msg, flags */
-    ST__IO_ACCEPT,  /* buf: the address or NULL, addrlen (in-out) or NULL; SOCK_NONBLOCK */
+    ST__IO_ACCEPT,  /* buf: the address or NULL, len its room, addrlen (in-out) or NULL; SOCK_NONBLOCK */
     ST__IO_CONNECT, /* peer, len its length */
     ST__IO_READ,    /* file: buf, len, offset */
     ST__IO_WRITE,   /* file: buf, len, offset */

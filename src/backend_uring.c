@@ -51,6 +51,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -427,6 +428,31 @@ static int uring_pollset_add(struct st__sched *sched, struct st__pollq *pq)
     return st__fdwatch_join(&st->watches, pq, joined, left, st);
 }
 
+/*
+ * Under valgrind, wait for completions in poll(2) on the ring first, at
+ * most UNDER_VALGRIND_WAIT_MS at a time. Valgrind runs one thread at a time
+ * and lets the others run only while it is in a system call it knows may
+ * block, which io_uring_enter is not for it (3.19): a scheduler waiting
+ * there for a completion that another pthread brings (a worker's eventfd,
+ * a pipe it writes to) would wait for ever. The bound covers completions
+ * the kernel defers to io_uring_enter, which poll may not see.
+ */
+#define UNDER_VALGRIND_WAIT_MS 10
+
+static void wait_for_valgrind(struct st__uring_state *st, st_utime_t timeout)
+{
+    (void)st__uring_lib.submit(&st->ring);
+    if (io_uring_cq_ready(&st->ring) > 0) {
+        return;
+    }
+    int ms = UNDER_VALGRIND_WAIT_MS;
+    if (timeout != ST_UTIME_NO_TIMEOUT && timeout < (st_utime_t)ms * 1000) {
+        ms = (int)((timeout + 999) / 1000);
+    }
+    struct pollfd pfd = {.fd = st->ring.ring_fd, .events = POLLIN};
+    (void)poll(&pfd, 1, ms);
+}
+
 static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct st__uring_state *st = sched->backend_state;
@@ -437,6 +463,10 @@ static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
     }
     if (ready.first != NULL) {
         timeout = 0; /* completions are at hand: do not sleep */
+    }
+    if (__builtin_expect(st->under_valgrind, 0) && timeout != 0) {
+        wait_for_valgrind(st, timeout);
+        timeout = 0; /* then reap what came */
     }
     struct __kernel_timespec ts = {0};
     struct __kernel_timespec *tsp = NULL;

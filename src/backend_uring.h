@@ -87,6 +87,7 @@ struct st__uring_state {
     unsigned socket_kinds; /* 1U << ST__IO_ACCEPT, ST__IO_CONNECT if the kernel has them */
     unsigned file_kinds;   /* 1U << ST__IO_READ... for the file operations the kernel has */
     bool in_dispatch;
+    bool under_valgrind;  /* waits in poll (uring_dispatch), memcheck is told what the kernel writes (uring_io.c) */
     bool removals_queued; /* by a wake in dispatch, for descriptors without a netfd */
     struct io_uring_cqe *cqes[ST__URING_CQE_BATCH];
 };

@@ -682,7 +682,9 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     socklen_t len = addrlen != NULL ? (socklen_t)*addrlen : 0;
     bool want_addr = addr != NULL && addrlen != NULL;
     struct st__accept_args args = {want_addr ? addr : NULL, want_addr ? &len : NULL};
-    struct st__io_req req = {.kind = ST__IO_ACCEPT, .buf = args.addr, .addrlen = args.addrlen};
+    /* len: the address's room, for the io_uring engine (valgrind needs it after the call). */
+    struct st__io_req req = {
+        .kind = ST__IO_ACCEPT, .buf = args.addr, .len = len, .addrlen = args.addrlen};
     ssize_t osfd = io_retry(fd, POLLIN, timeout, attempt_accept, &args, &req);
     if (osfd < 0) {
         return NULL;

@@ -87,9 +87,15 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "backend_uring.h"
+#include "st_config.h"
+#if ST__HAVE_VALGRIND
+#include <valgrind/memcheck.h>
+#endif
 
 /* How long a missed cancellation waits before it is tried again. */
 #define CANCEL_RETRY_USEC 1000
@@ -287,6 +293,77 @@ await_op(struct st__sched *sched, struct st__uring_state *st, struct _st_thread 
     return false;
 }
 
+#if ST__HAVE_VALGRIND
+/* The first `n` bytes scattered over `iov` were written. */
+static void define_scattered(const struct iovec *iov, size_t count, size_t n)
+{
+    for (size_t i = 0; i < count && n > 0; i++) {
+        size_t part = iov[i].iov_len < n ? iov[i].iov_len : n;
+        (void)VALGRIND_MAKE_MEM_DEFINED(iov[i].iov_base, part);
+        n -= part;
+    }
+}
+
+/*
+ * The kernel wrote a completed operation's data into the caller's memory
+ * behind valgrind's back (no system call of the program did): what the
+ * result says was written is defined, or memcheck takes it for
+ * uninitialised.
+ */
+static __attribute__((noinline, cold)) void define_for_valgrind(const struct st__io_req *req,
+                                                                size_t n)
+{
+    switch (req->kind) {
+    case ST__IO_RECV:
+    case ST__IO_READ:
+        (void)VALGRIND_MAKE_MEM_DEFINED(req->buf, n);
+        break;
+    case ST__IO_READV:
+        define_scattered(req->buf, req->len, n);
+        break;
+    case ST__IO_RECVMSG: {
+        struct msghdr *msg = req->msg;
+        define_scattered(msg->msg_iov, msg->msg_iovlen, n);
+        (void)VALGRIND_MAKE_MEM_DEFINED(&msg->msg_namelen, sizeof(msg->msg_namelen));
+        (void)VALGRIND_MAKE_MEM_DEFINED(&msg->msg_controllen, sizeof(msg->msg_controllen));
+        (void)VALGRIND_MAKE_MEM_DEFINED(&msg->msg_flags, sizeof(msg->msg_flags));
+        if (msg->msg_name != NULL) {
+            (void)VALGRIND_MAKE_MEM_DEFINED(msg->msg_name, msg->msg_namelen);
+        }
+        if (msg->msg_control != NULL) {
+            (void)VALGRIND_MAKE_MEM_DEFINED(msg->msg_control, msg->msg_controllen);
+        }
+        break;
+    }
+    case ST__IO_ACCEPT:
+        if (req->addrlen != NULL) {
+            /* len is the room the caller gave; a longer address was cut to it. */
+            (void)VALGRIND_MAKE_MEM_DEFINED(req->addrlen, sizeof(*req->addrlen));
+            size_t room = *req->addrlen < req->len ? *req->addrlen : req->len;
+            (void)VALGRIND_MAKE_MEM_DEFINED(req->buf, room);
+        }
+        break;
+    default:
+        break;
+    }
+}
+#endif
+
+/* A completed operation wrote what its result says (valgrind must be told). */
+static inline void op_wrote(const struct st__uring_state *st, const struct st__io_req *req,
+                            int res)
+{
+#if ST__HAVE_VALGRIND
+    if (__builtin_expect(st->under_valgrind, 0)) {
+        define_for_valgrind(req, (size_t)res);
+    }
+#else
+    (void)st;
+    (void)req;
+    (void)res;
+#endif
+}
+
 /* Results that mean the request did nothing the system call should not do instead. */
 static bool left_to_the_system_call(int res)
 {
@@ -316,6 +393,7 @@ submit_socket(struct st__sched *sched, int osfd, const struct st__io_req *req, s
         return -1;
     }
     if (op.res >= 0) {
+        op_wrote(st, req, op.res);
         return op.res;
     }
     if (left_to_the_system_call(op.res)) {
@@ -390,6 +468,9 @@ void st__uring_probe_ops(struct st__uring_state *st)
     st->file_position = (st->ring.features & IORING_FEAT_RW_CUR_POS) != 0;
     st->socket_kinds = 0;
     st->file_kinds = 0;
+#if ST__HAVE_VALGRIND
+    st->under_valgrind = RUNNING_ON_VALGRIND != 0;
+#endif
     /* NULL before 5.6, which has no probe: accepts, connects and file operations are left out. */
     struct io_uring_probe *probe = st__uring_lib.get_probe_ring(&st->ring);
     if (probe == NULL) {
@@ -514,6 +595,7 @@ static __attribute__((noinline)) ssize_t submit_file(struct st__sched *sched, in
             return -1;
         }
         if (op.res >= 0) {
+            op_wrote(st, req, op.res);
             return op.res;
         }
         if (!file_op_again(op.res) || op.fd_freed) {

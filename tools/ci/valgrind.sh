@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Stage valgrind: memcheck with leak checking, on a fresh build in
-# BUILD/valgrind: the unit suite and the api suite on one backend through
-# meson test (groups valgrind and valgrind-other, counted as build.sh
-# counts), then the api suite's I/O topics on poll and select through its
-# runner build (the backends share every code path valgrind can see but the
+# BUILD/valgrind: the unit suite and the api suite on epoll and on io_uring
+# (its operation engine has paths of its own) through meson test (groups
+# valgrind and valgrind-other, counted as build.sh counts), then the api
+# suite's I/O topics on poll, select and io_uring through its runner build
+# (poll and select share every code path valgrind can see but the
 # dispatch), the porting tools and the pthreads stress test (group
 # valgrind-tools, one check per program).
 #
@@ -15,7 +16,7 @@ stage_begin
 
 # Criterion's own runtime keeps "possibly lost" blocks, so definite and
 # indirect leaks are the errors.
-step "valgrind memcheck: unit, api (epoll; runner: poll, select), tools"
+step "valgrind memcheck: unit, api (epoll, io_uring; runner: poll, select, io_uring), tools"
 vg="$BUILD/valgrind"
 vg_cmd="valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --trace-children=yes"
 if tool_build valgrind "$vg" -Dtests=enabled; then
@@ -24,13 +25,14 @@ if tool_build valgrind "$vg" -Dtests=enabled; then
     vg_rc=0
     meson test -C "$vg" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
         --timeout-multiplier 10 --wrapper "$vg_cmd" \
-        --suite unit --suite api --no-suite poll --no-suite select --no-suite io_uring || vg_rc=$?
+        --suite unit --suite api --no-suite poll --no-suite select || vg_rc=$?
     count_tests valgrind "$vg/meson-logs/testlog-valgrind.json" "$vg_rc"
     vg_pass=0
     vg_fail=0
     vg_bad=()
     for prog in "ST_TEST_EVENTSYS=poll tests/api/api_runner_io" \
         "ST_TEST_EVENTSYS=select tests/api/api_runner_io" \
+        "ST_TEST_EVENTSYS=io_uring tests/api/api_runner_io" \
         "tools/porting/helloworld" "tools/porting/stack" "tools/porting/backtrace --check" \
         "tests/debug/debug_pthreads 2 500"; do
         vg_env=(ST_RUNNER_TIMEOUT_SCALE=10)
