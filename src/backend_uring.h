@@ -65,6 +65,8 @@ struct st__uring_watch {
 struct st__uring_op {
     struct st__list link;        /* on its watch's ops */
     struct _st_thread *thread;
+    int fd;                      /* the descriptor and */
+    unsigned char kind;          /* the enum st__io_kind of the request, for debuggers */
     int res;                     /* the completion's result, once done */
     unsigned cancels;            /* cancellations in flight */
     bool done;                   /* its completion was reaped */

@@ -43,6 +43,14 @@ enum st__thread_flag {
     ST__FL_DEAD = 1U << 5,      /* switching away for the last time */
     ST__FL_REAPED = 1U << 6,    /* joined: its stack is back in the pool */
     ST__FL_SYSTEM = 1U << 7,    /* the library's own (file I/O completer): no switch callbacks */
+    /*
+     * What an IO_WAIT coroutine's waiting_on points to, for debuggers
+     * (tools/gdb/st.py): a struct st__uring_op (an operation submitted to
+     * io_uring), a struct st__work (a call a file I/O worker carries out),
+     * or with neither flag a struct st__pollq (st_poll, every readiness wait).
+     */
+    ST__FL_WAIT_URING_OP = 1U << 8,
+    ST__FL_WAIT_FILE_CALL = 1U << 9,
 };
 
 struct _st_thread {

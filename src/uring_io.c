@@ -273,6 +273,7 @@ await_op(struct st__sched *sched, struct st__uring_state *st, struct _st_thread 
     }
     me->state = ST__IO_WAIT;
     me->waiting_on = op;
+    me->flags |= ST__FL_WAIT_URING_OP;
     st__sched_switch(sched, me);
 
     /* Not done: the deadline passed or an interrupt came. */
@@ -282,6 +283,7 @@ await_op(struct st__sched *sched, struct st__uring_state *st, struct _st_thread 
         drain(sched, st, me, op);
     }
     me->waiting_on = NULL;
+    me->flags &= ~ST__FL_WAIT_URING_OP;
     st__list_remove(&op->link);
 
     if (op->res >= 0 || !gave_up) {
@@ -385,7 +387,7 @@ submit_socket(struct st__sched *sched, int osfd, const struct st__io_req *req, s
     if (w->not_socket) {
         return ST__IO_NOT_SUBMITTED;
     }
-    struct st__uring_op op = {.thread = me};
+    struct st__uring_op op = {.thread = me, .fd = osfd, .kind = req->kind};
     if (!queue_op(st, osfd, req, &op)) {
         return ST__IO_NOT_SUBMITTED;
     }
@@ -584,7 +586,7 @@ static __attribute__((noinline)) ssize_t submit_file(struct st__sched *sched, in
         ST__CONTAINER_OF(st__fdwatch_at(&st->watches, osfd), struct st__uring_watch, common);
     st_utime_t due = deadline(sched, timeout);
     for (;;) {
-        struct st__uring_op op = {.thread = me, .file = true};
+        struct st__uring_op op = {.thread = me, .fd = osfd, .kind = req->kind, .file = true};
         struct io_uring_sqe *sqe = op_sqe(st);
         if (sqe == NULL) {
             return ST__IO_NOT_SUBMITTED; /* what was submitted before did nothing either */

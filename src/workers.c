@@ -359,8 +359,10 @@ static void work_wait(struct st__sched *sched, struct _st_thread *me, struct st_
 {
     me->state = ST__IO_WAIT;
     me->waiting_on = w;
+    me->flags |= ST__FL_WAIT_FILE_CALL;
     st__sched_switch(sched, me);
     me->waiting_on = NULL;
+    me->flags &= ~ST__FL_WAIT_FILE_CALL;
 }
 
 ssize_t st__workers_run(struct st__sched *sched, int osfd, const struct st__io_req *req,

@@ -118,6 +118,13 @@ static int fail(const char *what)
 int main(void)
 {
     int sv[2];
+    /* GDB_TARGET_EVENTSYS=io_uring: the reader waits in a submitted operation (77: no io_uring). */
+    const char *eventsys = getenv("GDB_TARGET_EVENTSYS");
+    if (eventsys != NULL && strcmp(eventsys, "io_uring") == 0 &&
+        st_set_eventsys(ST_EVENTSYS_IO_URING) != 0) {
+        perror("gdb_target: no io_uring");
+        return 77;
+    }
     if (st_init() != 0) {
         return fail("st_init");
     }

@@ -44,6 +44,13 @@ _FLAGS = [
     (1 << 4, "exiting"),
     (1 << 5, "dead"),
 ]
+# What an IO_WAIT coroutine's waiting_on points to (src/thread.h): flags
+# saying an io_uring operation or a file I/O worker's call, else a pollq.
+_FL_WAIT_URING_OP = 1 << 8
+_FL_WAIT_FILE_CALL = 1 << 9
+# enum st__io_kind (src/backend.h), as the operations are named.
+_IO_KINDS = ["recv", "send", "recvmsg", "sendmsg", "accept", "connect", "read", "write",
+             "readv", "writev", "fsync"]
 _POLL_BITS = [
     (0x001, "POLLIN"),
     (0x002, "POLLPRI"),
@@ -254,6 +261,30 @@ def _ref(by_addr, addr):
     return "#%d (0x%x)" % (co.id, addr) if co is not None else "0x%x" % addr
 
 
+def _io_kind(kind):
+    return _IO_KINDS[kind] if 0 <= kind < len(_IO_KINDS) else "operation %d" % kind
+
+
+def _call_desc(flags, waiting_on):
+    """An io_uring operation (struct st__uring_op) or a worker's call (struct st__work)."""
+    try:
+        if flags & _FL_WAIT_URING_OP:
+            op = gdb.Value(waiting_on).cast(_type("struct st__uring_op").pointer()).dereference()
+            desc = "io_uring %s on fd %d" % (_io_kind(int(op["kind"])), int(op["fd"]))
+            if int(op["cancels"]) > 0 or bool(op["draining"]):
+                desc += ", being cancelled"
+            return desc
+        work = gdb.Value(waiting_on).cast(_type("struct st__work").pointer()).dereference()
+        state = str(work["state"])
+        state = state[len("ST__WORK_"):].lower() if state.startswith("ST__WORK_") else state
+        return "file I/O %s on fd %d by a worker (%s)" % (
+            _io_kind(int(work["req"]["kind"])), int(work["osfd"]), state)
+    except gdb.error:
+        # A library built without the type's debug information.
+        what = "an io_uring operation" if flags & _FL_WAIT_URING_OP else "a file I/O worker"
+        return "%s (0x%x)" % (what, waiting_on)
+
+
 def _wait_desc(co, sched, by_addr):
     t = co.t
     waiting_on = int(t["waiting_on"])
@@ -275,6 +306,8 @@ def _wait_desc(co, sched, by_addr):
             )
         else:
             parts.append("a mutex")
+    elif state == "IO_WAIT" and waiting_on and co.flags & (_FL_WAIT_URING_OP | _FL_WAIT_FILE_CALL):
+        parts.append(_call_desc(co.flags, waiting_on))
     elif state == "IO_WAIT":
         if waiting_on:
             pq = gdb.Value(waiting_on).cast(_type("struct st__pollq").pointer()).dereference()

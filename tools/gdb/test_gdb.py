@@ -52,7 +52,7 @@ def check(cond, what):
     return cond
 
 
-def gdb(args, commands, timeout=90):
+def gdb(args, commands, timeout=90, extra_env=None):
     """Run gdb in batch mode; returns its stdout+stderr."""
     argv = [GDB, "-batch", "-nx", "-iex", "set debuginfod enabled off",
             "-iex", "set disable-randomization off", "-iex", "set style enabled off",
@@ -60,7 +60,7 @@ def gdb(args, commands, timeout=90):
     for cmd in commands:
         argv += ["-ex", cmd]
     argv += args
-    env = dict(os.environ, TERM="dumb")
+    env = dict(os.environ, TERM="dumb", **(extra_env or {}))
     env.pop("DEBUGINFOD_URLS", None)
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=timeout, env=env, universal_newlines=True)
@@ -447,7 +447,21 @@ def main():
         check("all_parked" in core, "core: not stopped in all_parked")
         check_parked("core", core, read_globals(core), addrs)
 
-    # 3. Stopped inside a coroutine: the primordial is suspended.
+    # 3. On io_uring the reader waits in a submitted operation, not a poll.
+    uring = gdb([TARGET], ["source " + ST_PY, "break all_parked", "run", marker("ST-LIST"), "st-list",
+                           "kill"], extra_env={"GDB_TARGET_EVENTSYS": "io_uring"})
+    print("===== io_uring session =====\n" + uring)
+    if "gdb_target: no io_uring" in uring:
+        print("NOTE: io_uring part skipped: the target could not use io_uring here")
+    else:
+        for bad in ("Python Exception", "Traceback", "Error occurred"):
+            check(bad not in uring, "io_uring: %r in gdb output" % bad)
+        reader_row = parse_list(sections(uring).get("ST-LIST", "")).get("reader", {})
+        check(reader_row.get("state") == "IO_WAIT" and
+              re.match(r"^io_uring recv on fd \d+$", reader_row.get("wait", "")),
+              "io_uring: the reader should wait in an io_uring recv: %s" % reader_row)
+
+    # 4. Stopped inside a coroutine: the primordial is suspended.
     inside = gdb([TARGET], ["source " + ST_PY, "break sleeper_level2", "run",
                             marker("ST-LIST"), "st-list", marker("ST-BT"), "st-bt all", "kill"])
     print("===== inside-a-coroutine session =====\n" + inside)
@@ -471,7 +485,7 @@ def main():
             check(name in bts and "not started yet: will call %s" % name in bts[name]["text"],
                   "inside: %s should be reported as not started yet" % name)
 
-    # 4. Ground truth from the switches themselves.
+    # 5. Ground truth from the switches themselves.
     helper = os.path.join(RUNDIR, "gdb_truth_helper.py")
     with open(helper, "w") as f:
         f.write(TRUTH_HELPER)
