@@ -502,7 +502,6 @@ static int uring_fd_new(struct st__sched *sched, int osfd)
     struct st__uring_watch *uw = uring_watch(w);
     replace_request(st, uw); /* one in flight watches the number's previous file */
     uw->not_socket = false;
-    uw->connect_owed = false;
     return 0;
 }
 

@@ -53,7 +53,6 @@ struct st__uring_watch {
     uint32_t gen;          /* generation of that request */
     bool unremoved;        /* request `gen` was disowned (armed = 0) before its removal was queued */
     bool not_socket;       /* the netfd's file refused a socket operation: readiness only */
-    bool connect_owed;     /* a CONNECT made the program's next connect(2) (uring_io.c) */
 };
 
 /*

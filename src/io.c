@@ -701,6 +701,34 @@ st_netfd_t st_accept(st_netfd_t fd, struct sockaddr *addr, int *addrlen, st_utim
     return client;
 }
 
+/* Consume the connect(2) an io_uring CONNECT left owed (see connect_submitted). */
+static bool take_connect_owed(st_netfd_t fd)
+{
+    bool owed = fd->connect_owed;
+    fd->connect_owed = false;
+    return owed;
+}
+
+/*
+ * A CONNECT the io_uring engine completed after the attempt went on in the
+ * background was finished by a connect(2) the kernel made, which the
+ * readiness path (wait for writability, SO_ERROR) leaves to the program's
+ * next call: that call moves a TCP socket from "connecting" to "connected"
+ * and succeeds, and only the one after fails with EISCONN. The netfd
+ * remembers the call it is owed, and its next EISCONN, however that call
+ * is carried out, is the success it would have been, once.
+ */
+static int connect_submitted(st_netfd_t fd, const struct sockaddr *addr, ssize_t n)
+{
+    if (n == 0) {
+        /* Only TCP connects go on in the background; a datagram socket never says EISCONN. */
+        sa_family_t family = addr != NULL ? addr->sa_family : AF_UNSPEC;
+        fd->connect_owed = family == AF_INET || family == AF_INET6;
+        return 0;
+    }
+    return errno == EISCONN && st__netfd_usable(fd) && take_connect_owed(fd) ? 0 : -1;
+}
+
 int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime_t timeout)
 {
     if (!st__netfd_usable(fd)) {
@@ -714,7 +742,7 @@ int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime
         struct st__io_req req = {.kind = ST__IO_CONNECT, .len = (size_t)addrlen, .peer = addr};
         ssize_t n = st__io_submit(fd, &req, timeout);
         if (n != ST__IO_NOT_SUBMITTED) {
-            return n < 0 ? -1 : 0;
+            return connect_submitted(fd, addr, n);
         }
     }
     bool interrupted = false;
@@ -729,8 +757,8 @@ int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime
          * EADDRINUSE or EALREADY; that too means "wait for the outcome".
          * EISCONN after an interruption means the handshake completed.
          */
-        if (interrupted && errno == EISCONN) {
-            return 0; /* the interrupted attempt finished the handshake */
+        if (errno == EISCONN && (interrupted || take_connect_owed(fd))) {
+            return 0; /* the interrupted attempt, or an io_uring one, finished the handshake */
         }
         if (errno != EINPROGRESS && !(interrupted && (errno == EADDRINUSE || errno == EALREADY))) {
             return -1;

@@ -63,6 +63,7 @@ struct _st_netfd *st__netfd_new(int osfd, unsigned how)
     fd->inuse = true;
     fd->is_file = is_file;
     fd->accepted_on = false;
+    fd->connect_owed = false;
     fd->users = 0;
     fd->position_busy = false;
     st__cond_init(&fd->position_turn);

@@ -26,6 +26,8 @@ struct _st_netfd {
     bool is_file;
     /* st_accept has been called on it, and reserved stacks for its accept queue (io.c). */
     bool accepted_on;
+    /* An io_uring CONNECT made the connect(2) the program's next st_connect owes (io.c). */
+    bool connect_owed;
     /*
      * Coroutines inside st_netfd_poll() on it, woken or not. While any are,
      * st_netfd_close() refuses (EBUSY) and a freed netfd is not recycled:

@@ -37,8 +37,8 @@
  * only waited for it), and a later connect finds it in progress (EALREADY)
  * or done. One that completes after the attempt went on in the background
  * was finished by a connect(2) the kernel made, which the readiness path
- * (wait for writability, SO_ERROR) leaves to the program's next call: that
- * call's EISCONN is turned into the success it would have been, once. A
+ * (wait for writability, SO_ERROR) leaves to the program's next call: io.c
+ * turns that call's EISCONN into the success it would have been, once. A
  * failed attempt leaves the socket unconnected where the readiness path
  * leaves it "connecting" until the next connect(2) reports ECONNABORTED;
  * POSIX leaves a socket's state after a failed connect unspecified.
@@ -409,33 +409,6 @@ submit_socket(struct st__sched *sched, int osfd, const struct st__io_req *req, s
 static ssize_t submit_file(struct st__sched *sched, int osfd, const struct st__io_req *req,
                            st_utime_t timeout);
 
-/*
- * A CONNECT whose attempt went on in the background (EINPROGRESS) ends with
- * one more connect(2), made by the kernel, than the readiness path makes
- * (connect, wait for writability, SO_ERROR): that call moves a TCP socket
- * from "connecting" to "connected". After the readiness path the program's
- * next connect(2) does it and succeeds, and only the one after that fails
- * with EISCONN; that next call is owed to the program here, once.
- */
-static ssize_t connect_done(struct st__uring_state *st, int osfd, const struct st__io_req *req,
-                            ssize_t n)
-{
-    struct st__fdwatch *common = st__fdwatch_find(&st->watches, osfd);
-    if (common == NULL || n == ST__IO_NOT_SUBMITTED) {
-        return n;
-    }
-    struct st__uring_watch *w = ST__CONTAINER_OF(common, struct st__uring_watch, common);
-    if (n == 0) {
-        /* Only TCP connects go on in the background; a datagram socket never says EISCONN. */
-        sa_family_t family = req->peer != NULL ? req->peer->sa_family : AF_UNSPEC;
-        w->connect_owed = family == AF_INET || family == AF_INET6;
-    } else if (errno == EISCONN && w->connect_owed) {
-        w->connect_owed = false;
-        return 0;
-    }
-    return n;
-}
-
 /* An accept, a connect (if the kernel has its opcode) or a file operation. */
 static __attribute__((noinline)) ssize_t submit_rare(struct st__sched *sched, int osfd,
                                                      const struct st__io_req *req,
@@ -448,8 +421,7 @@ static __attribute__((noinline)) ssize_t submit_rare(struct st__sched *sched, in
     if ((st->socket_kinds & (1U << req->kind)) == 0) {
         return ST__IO_NOT_SUBMITTED;
     }
-    ssize_t n = submit_socket(sched, osfd, req, timeout);
-    return req->kind == ST__IO_CONNECT ? connect_done(st, osfd, req, n) : n;
+    return submit_socket(sched, osfd, req, timeout);
 }
 
 ssize_t st__uring_submit_io(struct st__sched *sched, int osfd, const struct st__io_req *req,

@@ -102,6 +102,39 @@ Test(accept_connect, accept_without_address)
     cr_assert_eq(st_netfd_close(s.lfd), 0);
 }
 
+/*
+ * The call owed after a connect completed in the background is owed
+ * however the next st_connect is made: with no wait, or with an interrupt
+ * pending (which connect(2) succeeding leaves pending, as in ST).
+ */
+Test(accept_connect, the_call_after_a_completed_connect_succeeds_with_no_wait_or_an_interrupt)
+{
+    struct sockaddr_in sin;
+    unsigned short port;
+    st_test_init();
+    st_netfd_t lfd = st_test_listener(&port, 16);
+    st_test_loopback(&sin, port);
+    for (int how = 0; how < 2; how++) {
+        st_netfd_t cfd = st_test_tcp_socket();
+        cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), 0);
+        if (how == 0) {
+            cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 0), 0,
+                         "a second st_connect with no wait: %s", strerror(errno));
+        } else {
+            st_thread_interrupt(st_thread_self());
+            cr_assert_eq(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 1000000), 0,
+                         "a second st_connect with an interrupt pending: %s", strerror(errno));
+            ST_ASSERT_FAILS(st_usleep(1000), EINTR); /* still pending */
+        }
+        ST_ASSERT_FAILS(st_connect(cfd, (struct sockaddr *)&sin, sizeof(sin), 0), EISCONN);
+        st_netfd_t conn = st_accept(lfd, NULL, NULL, 1000000);
+        cr_assert_not_null(conn, "st_accept: %s", strerror(errno));
+        cr_assert_eq(st_netfd_close(conn), 0);
+        cr_assert_eq(st_netfd_close(cfd), 0);
+    }
+    cr_assert_eq(st_netfd_close(lfd), 0);
+}
+
 Test(accept_connect, accept_pending_connection_without_waiting)
 {
     struct sockaddr_in sin;
