@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -131,9 +132,13 @@ Test(stack_reserve, the_largest_accept_queue_sets_it_up_to_a_cap)
     accept_once(huge, ETIME);
     FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
     long somaxconn = 4096;
+    char line[32];
     if (f != NULL) {
-        cr_assert_eq(fscanf(f, "%ld", &somaxconn), 1);
+        cr_assert_not_null(fgets(line, sizeof line, f));
         fclose(f);
+        char *end = NULL;
+        somaxconn = strtol(line, &end, 10);
+        cr_assert(end != line && somaxconn > 0, "somaxconn %s", line);
     }
     size_t expected = somaxconn < (long)ST__STACK_RESERVE_MAX ? (size_t)somaxconn : ST__STACK_RESERVE_MAX;
     cr_expect_eq(pool->reserve, expected > 100 ? expected : 100);
@@ -182,7 +187,7 @@ Test(stack_reserve, its_stacks_take_the_size_of_the_accepting_coroutine)
 {
     cr_assert_eq(st_init(), 0);
     struct sized_listener l = {.listener = st_netfd_open_socket(listen_tcp(8, NULL))};
-    st_thread_t t = st_thread_create(accept_with_no_wait, &l, 1, 40 * page());
+    st_thread_t t = st_thread_create(accept_with_no_wait, &l, 1, (int)(40 * page()));
     cr_assert_not_null(t);
     cr_assert_eq(st_thread_join(t, NULL), 0);
     cr_expect_eq(l.reserve_size, 40 * page(), "a listener coroutine's size");
