@@ -58,6 +58,10 @@
 #include <string.h>
 
 #include "backend_uring.h"
+#include "st_config.h"
+#if ST__HAVE_VALGRIND
+#include <valgrind/valgrind.h>
+#endif
 
 #define SQ_ENTRIES 1024U
 #define CQ_ENTRIES 4096U
@@ -202,6 +206,9 @@ static int uring_init(struct st__sched *sched)
     st__fdtable_init(&st->watches, sizeof(struct st__uring_watch), watch_init);
     st->sched = sched;
     st__uring_probe_ops(st);
+#if ST__HAVE_VALGRIND
+    st->under_valgrind = RUNNING_ON_VALGRIND != 0;
+#endif
     sched->backend_state = st;
     return 0;
 }

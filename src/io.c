@@ -726,7 +726,7 @@ static int connect_submitted(st_netfd_t fd, const struct sockaddr *addr, ssize_t
         fd->connect_owed = family == AF_INET || family == AF_INET6;
         return 0;
     }
-    return errno == EISCONN && st__netfd_usable(fd) && take_connect_owed(fd) ? 0 : -1;
+    return errno == EISCONN && take_connect_owed(fd) ? 0 : -1;
 }
 
 int st_connect(st_netfd_t fd, const struct sockaddr *addr, int addrlen, st_utime_t timeout)

@@ -119,7 +119,6 @@ static struct st__uring_op *op_from_udata(uint64_t data)
     return op;
 }
 
-
 void st__uring_op_complete(struct st__uring_state *st, uint64_t data, int res)
 {
     struct st__uring_op *op = op_from_udata(data);
@@ -442,9 +441,6 @@ void st__uring_probe_ops(struct st__uring_state *st)
     st->file_position = (st->ring.features & IORING_FEAT_RW_CUR_POS) != 0;
     st->socket_kinds = 0;
     st->file_kinds = 0;
-#if ST__HAVE_VALGRIND
-    st->under_valgrind = RUNNING_ON_VALGRIND != 0;
-#endif
     /* NULL before 5.6, which has no probe: accepts, connects and file operations are left out. */
     struct io_uring_probe *probe = st__uring_lib.get_probe_ring(&st->ring);
     if (probe == NULL) {

@@ -758,13 +758,13 @@ static void report(const struct fairness_params *p, const char *name, const stru
     bool st = strcmp(name, "epoll") != 0; /* compared with the reference loop */
     long served_min = p->conns;
     /* Key suffixes: "w" after a first burst, "n" for a burst the moment the server listens. */
-    const char *warm = p->warm ? "w" : p->pause_s > 0 ? "" : "n";
+    const char *suffix = p->warm ? "w" : p->pause_s > 0 ? "" : "n";
     const char *variant = p->warm ? " (warm)" : p->pause_s > 0 ? "" : " (no pause)";
     for (int k = 0; k < n; k++) {
         bench_note("fairness %s %ld%s, run %d: first byte p50 %.1f p90 %.1f p99 %.1f max %.1f "
                    "mean %.1f ms; %ld of %ld served in %.2f s; server CPU %.0f%% (%.1f ms); "
                    "%ld SYNs dropped",
-                   name, p->conns, warm, k + 1, s[k].p50, s[k].p90, s[k].p99, s[k].max, s[k].mean,
+                   name, p->conns, suffix, k + 1, s[k].p50, s[k].p90, s[k].p99, s[k].max, s[k].mean,
                    s[k].served, p->conns, s[k].seconds, 100 * s[k].server_util,
                    s[k].server_util * s[k].seconds * 1e3, s[k].drops);
         served_min = s[k].served < served_min ? s[k].served : served_min;
@@ -772,8 +772,8 @@ static void report(const struct fairness_params *p, const char *name, const stru
     for (size_t f = 0; f < sizeof figures / sizeof figures[0]; f++) {
         char key[64];
         char base[64];
-        (void)snprintf(key, sizeof key, "fair_%s_%ld%s_%s", name, p->conns, warm, figures[f].key);
-        (void)snprintf(base, sizeof base, "fair_epoll_%ld%s_%s", p->conns, warm, figures[f].key);
+        (void)snprintf(key, sizeof key, "fair_%s_%ld%s_%s", name, p->conns, suffix, figures[f].key);
+        (void)snprintf(base, sizeof base, "fair_epoll_%ld%s_%s", p->conns, suffix, figures[f].key);
         if (f == 0) {
             bench_result(key, bench_median_field(s, sizeof *s, n, figures[f].offset), "ms",
                          st ? base : "-", "first byte, %s, %ld at once%s: %s", name, p->conns,
@@ -784,12 +784,12 @@ static void report(const struct fairness_params *p, const char *name, const stru
         }
     }
     char key[64];
-    (void)snprintf(key, sizeof key, "fair_%s_%ld%s_served", name, p->conns, warm);
+    (void)snprintf(key, sizeof key, "fair_%s_%ld%s_served", name, p->conns, suffix);
     bench_result(key, (double)served_min, "conns", "-", "  served within %.0f s (fewest of %d runs)",
                  p->limit_s, n);
     if (served_min < p->conns) {
         bench_note("fairness %s %ld%s: connections not served within %.0f s count as %.0f s",
-                   name, p->conns, warm, p->limit_s, p->limit_s);
+                   name, p->conns, suffix, p->limit_s, p->limit_s);
     }
 }
 

@@ -124,15 +124,21 @@ static void usage(void)
             "  echo and serve: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
 }
 
-static int parse_seconds(const char *s, double *out)
+/* A duration under an hour, in seconds: more than 0, or 0 too with `zero_ok`. */
+static int parse_duration(const char *s, double *out, bool zero_ok)
 {
     char *end = NULL;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v > 0 && v < 3600)) {
+    if (end == s || *end != '\0' || !((v > 0 || (zero_ok && v == 0)) && v < 3600)) {
         return -1;
     }
     *out = v;
     return 0;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+    return parse_duration(s, out, false);
 }
 
 /* The variable of an option that takes a number, or NULL if `name` is not one. */
@@ -186,7 +192,7 @@ static int parse_option(struct options *o, const char *name, const char *value)
     } else if (strcmp(name, "--limit") == 0) {
         return parse_seconds(value, &o->limit);
     } else if (strcmp(name, "--pause") == 0) {
-        return strcmp(value, "0") == 0 ? (o->pause = 0, 0) : parse_seconds(value, &o->pause);
+        return parse_duration(value, &o->pause, true);
     } else if (strcmp(name, "--method") == 0) {
         o->method = value;
     } else if (strcmp(name, "--mode") == 0) {
