@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "fiber.h"
@@ -28,6 +29,21 @@
 /* Page-table guard markers (Linux 6.13); older headers lack the name. */
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
+#endif
+
+/*
+ * process_madvise(2) takes a list of ranges: one call marks the guards of a
+ * whole batch of burst stacks (glibc 2.36 has the wrapper). PIDFD_SELF_PROCESS
+ * (Linux 6.15) names the calling process without a pidfd to open, or to
+ * leak into a child after fork.
+ */
+#if defined(__linux__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 36)
+#define HAVE_PROCESS_MADVISE 1
+#else
+#define HAVE_PROCESS_MADVISE 0
+#endif
+#ifndef PIDFD_SELF_PROCESS
+#define PIDFD_SELF_PROCESS (-10001)
 #endif
 
 /*
@@ -253,15 +269,60 @@ static char *carve(struct st__stack_pool *pool, size_t map_size)
     return base;
 }
 
-/* A slab stack whose guard page is a page-table marker. */
-static char *carve_guarded(struct st__stack_pool *pool, size_t map_size)
+/* Whether process_madvise takes guard markers for this process: 0 not asked yet, 1 yes, 2 no. */
+static atomic_int list_advice;
+
+/*
+ * Guard markers on the bottom page of `count` ranges of `map_size` bytes
+ * in a row from `base`. Returns how many ranges, from the first, have theirs.
+ */
+static int install_guards(const struct st__stack_pool *pool, char *base, size_t map_size, int count)
+{
+    int done = 0;
+#if HAVE_PROCESS_MADVISE
+    if (count > 1 && atomic_load_explicit(&list_advice, memory_order_relaxed) != 2) {
+        struct iovec ranges[ST__STACK_BATCH];
+        for (int i = 0; i < count; i++) {
+            ranges[i].iov_base = base + (size_t)i * map_size;
+            ranges[i].iov_len = pool->pagesize;
+        }
+        int saved_errno = errno;
+        ssize_t advised = process_madvise(PIDFD_SELF_PROCESS, ranges, (size_t)count, MADV_GUARD_INSTALL, 0);
+        if (advised >= 0) {
+            atomic_store_explicit(&list_advice, 1, memory_order_relaxed);
+            done = (int)((size_t)advised / pool->pagesize);
+        } else if (atomic_load_explicit(&list_advice, memory_order_relaxed) == 0) {
+            /* Before Linux 6.15 (no PIDFD_SELF), or a seccomp filter: one call a range. */
+            atomic_store_explicit(&list_advice, 2, memory_order_relaxed);
+        }
+        errno = saved_errno;
+    }
+#endif
+    /* What the list left undone, a range at a time (a failure there says why). */
+    while (done < count && madvise(base + (size_t)done * map_size, pool->pagesize, MADV_GUARD_INSTALL) == 0) {
+        done++;
+    }
+    return done;
+}
+
+/*
+ * Up to `*count` slab stacks of `map_size` bytes in a row, their guard pages
+ * page-table markers; as many as the current slab has room for, at least
+ * one. Sets *count to how many; NULL if none.
+ */
+static char *carve_guarded(struct st__stack_pool *pool, size_t map_size, int *count)
 {
     char *base = carve(pool, map_size);
-    if (base != NULL && madvise(base, pool->pagesize, MADV_GUARD_INSTALL) != 0) {
-        pool->carve_next = base; /* give the range back to the slab */
+    if (base == NULL) {
         return NULL;
     }
-    return base;
+    size_t room = 1 + (size_t)(pool->carve_end - pool->carve_next) / map_size;
+    int want = (size_t)*count < room ? *count : (int)room;
+    pool->carve_next = base + (size_t)want * map_size;
+    *count = install_guards(pool, base, map_size, want);
+    /* Give the ranges left without a guard back to the slab. */
+    pool->carve_next = base + (size_t)*count * map_size;
+    return *count > 0 ? base : NULL;
 }
 
 bool st__stack_quick_in_slabs(void)
@@ -286,42 +347,36 @@ static bool alone_allowed(void)
 }
 
 /*
- * Where a new stack's range comes from: a slab, or a mapping of its own.
- * `quick` (a burst): from a slab with a guard marker where the kernel has
- * them, and *unsplit set if the stack is to get its own mapping later.
+ * Where new stacks' ranges come from: a slab, or a mapping of their own.
+ * `quick` (a burst): from a slab with guard markers where the kernel has
+ * them, up to *count stacks in a row (one otherwise; *count says how many),
+ * and *unsplit set if they are to get mappings of their own later.
  */
-static char *map_range(struct st__stack_pool *pool, size_t map_size, bool quick, bool *in_slab,
-                       bool *unsplit)
+static char *map_range(struct st__stack_pool *pool, size_t map_size, bool quick, int *count,
+                       bool *in_slab, bool *unsplit)
 {
     *in_slab = true;
     *unsplit = false;
+    int wanted = *count;
+    *count = 1;
     if (!pool->guard_pages) {
         return carve(pool, map_size);
     }
     bool alone = alone_allowed();
     if ((quick && st__stack_quick_in_slabs()) || (!alone && st__stack_guard_markers_supported())) {
         *unsplit = alone;
-        return carve_guarded(pool, map_size);
+        *count = quick ? wanted : 1;
+        return carve_guarded(pool, map_size, count);
     }
     *in_slab = false;
     return map_guarded(pool, map_size);
 }
 
-static struct st__stack *map_new(struct st__stack_pool *pool, size_t size, bool quick)
+/* Lay out the stack whose range is [base, base + map_size). */
+static struct st__stack *stack_at(struct st__stack_pool *pool, char *base, size_t map_size,
+                                  size_t size, bool in_slab, bool unsplit)
 {
     size_t guard = pool->guard_pages ? pool->pagesize : 0;
-    /* One extra page holds the descriptor and the colour or randomisation headroom. */
-    size_t map_size = guard + size + pool->pagesize;
-    if ((map_size / pool->pagesize) % 2 == 0) {
-        map_size += pool->pagesize; /* an odd number of pages from one stack to the next */
-    }
-    bool in_slab = false;
-    bool unsplit = false;
-    char *base = map_range(pool, map_size, quick, &in_slab, &unsplit);
-    if (base == NULL) {
-        errno = ENOMEM;
-        return NULL;
-    }
     struct st__stack *stack = (struct st__stack *)(void *)(base + map_size - DESCRIPTOR_SPACE);
     stack->map_base = base;
     stack->map_size = map_size;
@@ -339,6 +394,38 @@ static struct st__stack *map_new(struct st__stack_pool *pool, size_t size, bool 
     stack->valgrind_id = 0;
     pool->made++;
     return stack;
+}
+
+/*
+ * Make up to `count` stacks of `size` usable bytes, more than one only where
+ * new stacks are quick ones carved from slabs with guard markers. Writing
+ * each descriptor faults its top page in, where the coroutine object goes.
+ * Returns the first, the others (if any) at the tail of the cache, behind
+ * the stacks released already, which are warmer in the caches.
+ */
+static struct st__stack *map_new(struct st__stack_pool *pool, size_t size, bool quick, int count)
+{
+    size_t guard = pool->guard_pages ? pool->pagesize : 0;
+    /* One extra page holds the descriptor and the colour or randomisation headroom. */
+    size_t map_size = guard + size + pool->pagesize;
+    if ((map_size / pool->pagesize) % 2 == 0) {
+        map_size += pool->pagesize; /* an odd number of pages from one stack to the next */
+    }
+    bool in_slab = false;
+    bool unsplit = false;
+    char *base = map_range(pool, map_size, quick, &count, &in_slab, &unsplit);
+    if (base == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct st__stack *first = stack_at(pool, base, map_size, size, in_slab, unsplit);
+    for (int i = 1; i < count; i++) {
+        struct st__stack *spare =
+            stack_at(pool, base + (size_t)i * map_size, map_size, size, in_slab, unsplit);
+        st__list_insert_tail(&pool->cache, &spare->link);
+        ST__STAT_ADD(num_free_stacks, 1);
+    }
+    return first;
 }
 
 void st__stack_split_queued(struct st__stack_pool *pool, int count)
@@ -371,7 +458,9 @@ static struct st__stack *acquire(struct st__stack_pool *pool, size_t size, bool 
     st__stack_reclaim(pool);
     struct st__stack *stack = take_cached(pool, size);
     if (stack == NULL) {
-        stack = map_new(pool, size, quick);
+        /* A burst's stacks come a batch at a time; free mode keeps no spares. */
+        int count = quick && pool->mode == ST__STACK_CACHE ? ST__STACK_BATCH : 1;
+        stack = map_new(pool, size, quick, count);
     }
 #if ST__HAVE_VALGRIND
     /* Without this, valgrind takes every switch for a wild stack-pointer jump. */
@@ -418,10 +507,13 @@ void st__stack_reserve(struct st__stack_pool *pool, size_t count, size_t size)
 
 void st__stack_prepare(struct st__stack_pool *pool, int count)
 {
-    while (count-- > 0 && st__stack_reserve_short(pool)) {
+    while (count > 0 && st__stack_reserve_short(pool)) {
+        size_t short_by = pool->reserve - pool->made;
+        int batch = count < ST__STACK_BATCH ? count : ST__STACK_BATCH;
+        batch = (size_t)batch < short_by ? batch : (int)short_by;
         int saved_errno = errno;
-        /* Writing the descriptor faults the top page in, where the coroutine object goes. */
-        struct st__stack *stack = map_new(pool, pool->reserve_size, true);
+        size_t made_before = pool->made;
+        struct st__stack *stack = map_new(pool, pool->reserve_size, true, batch);
         if (stack == NULL) {
             pool->reserve = pool->made;
             errno = saved_errno;
@@ -430,6 +522,7 @@ void st__stack_prepare(struct st__stack_pool *pool, int count)
         /* Behind the stacks released already, which are warmer in the caches. */
         st__list_insert_tail(&pool->cache, &stack->link);
         ST__STAT_ADD(num_free_stacks, 1);
+        count -= (int)(pool->made - made_before);
     }
 }
 

@@ -141,8 +141,19 @@ struct st__stack *st__stack_acquire(struct st__stack_pool *pool, size_t size);
  * st__stack_acquire for a burst: a new guarded stack comes from a slab with
  * a guard marker, where the kernel has them, and waits on the pool's
  * `unsplit` list for st__stack_split (see above). Cached stacks come first,
- * as always; without markers or guard pages it is st__stack_acquire.
+ * as always; without markers or guard pages it is st__stack_acquire. In
+ * cache mode a new one comes with up to ST__STACK_BATCH - 1 more, which go
+ * to the cache for the rest of the burst.
  */
+/*
+ * How many stacks a burst has made at once when it needs a new one: carved
+ * in a row from a slab, with their guard markers made by one system call
+ * (process_madvise, Linux 6.15) instead of one each (the saving is in
+ * docs/performance.md, "Fairness under CPU starvation"). The spares wait
+ * in the cache and cost a page each, where their descriptors go.
+ */
+#define ST__STACK_BATCH 16
+
 /* Do quick stacks come from slabs with guard markers here? (Not without markers, nor under valgrind.) */
 bool st__stack_quick_in_slabs(void);
 

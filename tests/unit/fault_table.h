@@ -40,6 +40,7 @@ FAULT_WRAP(mmap64, void *, MAP_FAILED, (void *addr, size_t len, int prot, int fl
 FAULT_WRAP(mprotect, int, -1, (void *addr, size_t len, int prot), (addr, len, prot))
 FAULT_WRAP(munmap, int, -1, (void *addr, size_t len), (addr, len))
 FAULT_WRAP(madvise, int, -1, (void *addr, size_t len, int advice), (addr, len, advice))
+FAULT_WRAP(process_madvise, ssize_t, -1, (int pidfd, const struct iovec *iov, size_t n, int advice, unsigned int flags), (pidfd, iov, n, advice, flags))
 
 /* The backends. epoll_ctl can be armed for one operation (ADD, MOD, DEL) only. */
 FAULT_WRAP(epoll_create1, int, -1, (int flags), (flags))

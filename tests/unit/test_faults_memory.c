@@ -369,6 +369,64 @@ Test(faults_memory, a_refused_split_leaves_a_burst_guarded_by_markers)
     st__stack_pool_fini(&pool);
 }
 
+/* Skips the calling test, saying why, where a burst's stacks are not carved from slabs. */
+static void require_quick_stacks(void)
+{
+    require_guard_markers();
+    if (!st__stack_quick_in_slabs()) {
+        cr_skip_test("under valgrind, quick stacks are made alone (st__stack_quick_in_slabs)");
+    }
+}
+
+Test(faults_memory, a_refused_list_of_guards_falls_back_to_one_call_a_stack)
+{
+    require_quick_stacks();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    arm(F_process_madvise, 1, EINVAL); /* a kernel before PIDFD_SELF, or a seccomp filter */
+    faults[F_madvise].calls = 0;
+    errno = EDOM;
+    struct st__stack *stacks[ST__STACK_BATCH + 1];
+    stacks[0] = st__stack_acquire_quick(&pool, 16384);
+    cr_assert_not_null(stacks[0]);
+    cr_expect(fired(F_process_madvise));
+    cr_expect_eq(errno, EDOM, "the refusal leaves errno alone");
+    cr_expect_eq(pool.made, ST__STACK_BATCH, "the batch is made all the same");
+    cr_expect_eq(faults[F_madvise].calls, ST__STACK_BATCH, "a guard marker a call");
+    for (int i = 1; i <= ST__STACK_BATCH; i++) {
+        stacks[i] = st__stack_acquire_quick(&pool, 16384);
+        cr_assert_not_null(stacks[i]);
+    }
+    cr_expect_eq(pool.made, 2 * ST__STACK_BATCH);
+    cr_expect_eq(faults[F_process_madvise].calls, 1, "the list is not offered again");
+    cr_expect_eq(faults[F_madvise].calls, 2 * ST__STACK_BATCH);
+    for (int i = 0; i <= ST__STACK_BATCH; i++) {
+        st__stack_release(&pool, stacks[i]);
+    }
+    st__stack_pool_fini(&pool);
+}
+
+Test(faults_memory, a_guard_the_kernel_refuses_ends_the_batch_there)
+{
+    require_quick_stacks();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    arm(F_process_madvise, 1, EINVAL);
+    arm(F_madvise, 1, ENOMEM);
+    EXPECT_FAIL_NULL(st__stack_acquire_quick(&pool, 16384), ENOMEM);
+    cr_expect_eq(pool.made, 0);
+    const struct st__slab *slab = ST__CONTAINER_OF(st__list_first(&pool.slabs), struct st__slab, link);
+    cr_expect_eq(pool.carve_next, slab->base, "the whole batch's range is free again");
+    arm(F_madvise, 4, ENOMEM); /* three guards, then out of memory (the list was refused above) */
+    struct st__stack *stack = st__stack_acquire_quick(&pool, 16384);
+    cr_assert_not_null(stack, "the stacks that got their guards are made");
+    cr_expect_eq(stack->map_base, slab->base);
+    cr_expect_eq(pool.made, 3);
+    cr_expect_eq(pool.carve_next, slab->base + 3 * stack->map_size, "the rest goes back to the slab");
+    st__stack_release(&pool, stack);
+    st__stack_pool_fini(&pool);
+}
+
 Test(faults_memory, a_stack_the_reserve_cannot_have_shrinks_the_reserve)
 {
     struct st__stack_pool pool;

@@ -258,6 +258,85 @@ Test(stack, splitting_stops_at_the_mappings_budget)
     st__stack_pool_fini(&pool);
 }
 
+/* Whether the page below a stack is a guard: the kernel cannot copy from it. */
+static bool guarded_below(const struct st__stack *stack)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    errno = 0;
+    bool guarded = write(fds[1], stack->bottom - 1, 1) == -1 && errno == EFAULT;
+    close(fds[0]);
+    close(fds[1]);
+    return guarded;
+}
+
+Test(stack, a_burst_gets_its_new_stacks_a_batch_at_a_time)
+{
+    require_quick_stacks();
+    enum { COUNT = ST__STACK_BATCH + 1 };
+    struct st__stack *stacks[COUNT];
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    stacks[0] = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(stacks[0]);
+    cr_expect_eq(pool.made, ST__STACK_BATCH, "the first new stack of a burst brings a batch");
+    for (int i = 1; i < ST__STACK_BATCH; i++) {
+        stacks[i] = st__stack_acquire_quick(&pool, 4 * page());
+        cr_assert_not_null(stacks[i]);
+        cr_expect_eq(stacks[i]->map_base, stacks[i - 1]->map_base + stacks[i - 1]->map_size,
+                     "stack %d: carved in a row, handed out in order", i);
+    }
+    cr_expect_eq(pool.made, ST__STACK_BATCH, "the rest of the burst takes the spares");
+    stacks[ST__STACK_BATCH] = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(stacks[ST__STACK_BATCH]);
+    cr_expect_eq(pool.made, 2 * ST__STACK_BATCH, "then the next batch");
+    for (int i = 0; i < COUNT; i++) {
+        cr_expect(guarded_below(stacks[i]), "stack %d has its guard", i);
+        stacks[i]->top[-1] = 1; /* and is usable up to its top */
+        st__stack_release(&pool, stacks[i]);
+    }
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, a_batch_ends_with_its_slab)
+{
+    require_quick_stacks();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_CACHE, true);
+    struct st__stack *first = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(first);
+    const struct st__slab *slab = ST__CONTAINER_OF(st__list_first(&pool.slabs), struct st__slab, link);
+    size_t per_slab = slab->size / first->map_size;
+    cr_assert_neq(per_slab % ST__STACK_BATCH, 0, "the last batch of the slab is a short one");
+    for (size_t i = 1; i < per_slab; i++) {
+        struct st__stack *stack = st__stack_acquire_quick(&pool, 4 * page());
+        cr_assert_not_null(stack);
+        cr_assert(stack->map_base >= slab->base && stack->map_base + stack->map_size <= slab->base + slab->size,
+                  "stack %zu lies in the first slab", i);
+    }
+    cr_expect_eq(pool.made, per_slab, "no batch reaches past the slab's end");
+    struct st__stack *next = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(next);
+    const struct st__slab *second = ST__CONTAINER_OF(pool.slabs.prev, struct st__slab, link);
+    cr_expect_neq(second, slab);
+    cr_expect_eq(next->map_base, second->base, "the next one starts a new slab");
+    cr_expect_eq(pool.made, per_slab + ST__STACK_BATCH);
+    st__stack_pool_fini(&pool);
+}
+
+Test(stack, free_mode_makes_a_bursts_stacks_one_at_a_time)
+{
+    require_quick_stacks();
+    struct st__stack_pool pool;
+    st__stack_pool_init(&pool, ST__STACK_FREE, true);
+    struct st__stack *stack = st__stack_acquire_quick(&pool, 4 * page());
+    cr_assert_not_null(stack);
+    cr_expect_eq(pool.made, 1, "no spares: free mode holds no memory ahead of need");
+    cr_expect(guarded_below(stack));
+    st__stack_release(&pool, stack);
+    st__stack_pool_fini(&pool);
+}
+
 Test(stack, quick_stacks_without_guard_pages_are_plain_slab_stacks)
 {
     struct st__stack_pool pool;

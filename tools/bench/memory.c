@@ -113,14 +113,15 @@ int bench_memory(bool sleep, long count, long stack_kib)
                  count);
     if (sleep) {
         bench_note("%s: %ld coroutines in st_usleep; %.2f KiB page tables each (VmPTE, not in "
-                   "RSS); %.1f s to create them and let them block",
-                   key, created, pte, elapsed);
+                   "RSS); %.1f s (%.2f us each) to create them and let them block",
+                   key, created, pte, elapsed, elapsed * 1e6 / (double)created);
     } else {
         bench_note("%s: %ld coroutines in st_read on %ld socketpairs (%.1f per socket%s); %.2f "
-                   "KiB page tables each (VmPTE, not in RSS); %.1f s to create them and let "
-                   "them block",
+                   "KiB page tables each (VmPTE, not in RSS); %.1f s (%.2f us each) to create "
+                   "them and let them block",
                    key, created, sockets, (double)created / (double)sockets,
-                   created > sockets ? ": fds are limited" : "", pte, elapsed);
+                   created > sockets ? ": fds are limited" : "", pte, elapsed,
+                   elapsed * 1e6 / (double)created);
     }
     if (created < count) {
         bench_note("%s: stopped at %ld of %ld coroutines: st_thread_create: %s; the process has "
