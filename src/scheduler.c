@@ -112,9 +112,20 @@ void st__sched_switch_hooked(struct st__sched *sched, struct _st_thread *me)
     next->state = ST__RUNNING;
     sched->current = next;
     if (next != me) {
+        /*
+         * One that left on the fast path, before a callback was set, does
+         * not look for one when it resumes: its switch-in is called here,
+         * as it becomes the current coroutine.
+         */
+        if ((next->flags & ST__FL_SWITCH_IN_OWN) == 0 && sched->switch_in_cb != NULL &&
+            wants_switch_cb(next)) {
+            sched->switch_in_cb();
+        }
         sched->switched_from = me;
+        me->flags |= ST__FL_SWITCH_IN_OWN;
         st__fiber_leave(&me->fiber, &next->fiber, (me->flags & ST__FL_DEAD) != 0);
         st__ctx_switch(&me->ctx, &next->ctx);
+        me->flags &= ~ST__FL_SWITCH_IN_OWN;
         st__sched_arrived(sched, me);
     }
 

@@ -51,6 +51,14 @@ enum st__thread_flag {
      */
     ST__FL_WAIT_URING_OP = 1U << 8,
     ST__FL_WAIT_FILE_CALL = 1U << 9,
+    /*
+     * It calls the switch-in callback itself when it next runs: it has not
+     * run yet (thread_main), or it switched away on the hooked path
+     * (st__sched_switch_hooked). A coroutine that switched away on the fast
+     * path, with no callback set, has its switch-in called by the coroutine
+     * that switches to it, so the fast path needs no check on resumption.
+     */
+    ST__FL_SWITCH_IN_OWN = 1U << 10,
 };
 
 struct _st_thread {

@@ -193,3 +193,44 @@ Test(switch_cb, a_coroutine_is_switched_out_as_often_as_in_exit_included)
                      count_of(&out_log, t), count_of(&in_log, t));
     }
 }
+
+static void *wait_on_cond(void *arg)
+{
+    cr_assert_eq(st_cond_wait(arg), 0);
+    return NULL;
+}
+
+/*
+ * Callbacks set while a coroutine waits are called when it resumes, as
+ * State Threads checks for them on every switch-in: a profiler started in
+ * the middle of a program sees the slices of the coroutines that were
+ * already blocked, not only of those created after it.
+ */
+Test(switch_cb, a_coroutine_blocked_before_the_callbacks_were_set_is_switched_in)
+{
+    st_thread_t me;
+    st_thread_t waiter;
+    st_cond_t cond;
+
+    st_test_init();
+    me = st_thread_self();
+    cond = st_cond_new();
+    cr_assert_not_null(cond);
+    waiter = st_test_spawn(wait_on_cond, cond);
+    st_thread_yield(); /* it runs and waits, no callback set */
+    st_set_switch_in_cb(on_in);
+    st_set_switch_out_cb(on_out);
+    cr_assert_eq(st_cond_signal(cond), 0);
+    cr_assert_eq(st_usleep(1000), 0);
+    /* Out of the primordial, in and out of the waiter (its exit), in of the primordial. */
+    cr_assert_eq(count_of(&in_log, waiter), 1, "the waiter's resumption was not reported");
+    cr_assert_eq(count_of(&out_log, waiter), 1);
+    cr_assert_eq(in_log.n, 2);
+    cr_assert_eq(out_log.n, 2);
+    cr_assert_eq(in_log.who[0], waiter, "in order: the waiter first");
+    cr_assert_eq(in_log.who[1], me);
+    st_set_switch_in_cb(NULL);
+    st_set_switch_out_cb(NULL);
+    st_test_join(waiter);
+    cr_assert_eq(st_cond_destroy(cond), 0);
+}
