@@ -457,6 +457,10 @@ static struct st__stack *acquire(struct st__stack_pool *pool, size_t size, bool 
     }
     st__stack_reclaim(pool);
     struct st__stack *stack = take_cached(pool, size);
+    if (stack != NULL && pool->randomize) {
+        /* A new random top for every coroutine: a reused stack would keep its last one. */
+        stack->top = (char *)stack - random_offset(pool);
+    }
     if (stack == NULL) {
         /* A burst's stacks come a batch at a time; free mode keeps no spares. */
         int count = quick && pool->mode == ST__STACK_CACHE ? ST__STACK_BATCH : 1;

@@ -163,6 +163,34 @@ Test(misc_ext, randomized_stacks_move_locals_and_keep_alignment)
     check_residue(probes, residue);
 }
 
+/*
+ * A server that creates a coroutine per request and joins it reuses one
+ * cached stack over and over: each coroutine still gets a random top, as
+ * State Threads gives one to every stack it maps, or randomisation would
+ * protect nothing there.
+ */
+Test(misc_ext, randomized_stacks_move_a_reused_stack_too)
+{
+    struct probe probes[PROBES];
+    uintptr_t residue;
+    int i;
+
+    st_test_init();
+    residue = reference_residue();
+    for (i = 0; i < PROBES; i++) {
+        /* The same size each time, after the join: the cached stack of the one before. */
+        st_test_join(st_thread_create(record_local, &probes[i], 1, 16384));
+    }
+    cr_assert_eq(distinct_page_offsets(probes), 1, "the control: a reused stack keeps its top");
+    cr_assert_eq(st_randomize_stacks(1), 0);
+    for (i = 0; i < PROBES; i++) {
+        st_test_join(st_thread_create(record_local, &probes[i], 1, 16384));
+    }
+    cr_assert_gt(distinct_page_offsets(probes), PROBES / 2, "only %d distinct offsets among %d",
+                 distinct_page_offsets(probes), PROBES);
+    check_residue(probes, residue);
+}
+
 Test(misc_ext, randomize_set_before_init_applies_after_it)
 {
     struct probe probes[PROBES];
