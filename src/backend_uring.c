@@ -267,6 +267,27 @@ static void queue_removal(struct st__uring_state *st, struct st__uring_watch *w)
 }
 
 /*
+ * What a poll request asks the kernel for. io_uring's wake-up filter leaves
+ * POLLPRI out (it adds it to polls of its own), so a request for POLLPRI
+ * alone is never woken: TCP urgent data that comes after it is armed goes
+ * unnoticed. POLLRDBAND, which a socket's wake-up for new data carries with
+ * POLLPRI, lets the wake-up through; but the completion then reports the
+ * wake-up's events, POLLPRI included, for in-band data too, so a reported
+ * POLLPRI is checked (urgent_data_confirmed).
+ */
+static unsigned poll_mask(unsigned want)
+{
+    return (want & POLLPRI) != 0 ? want | POLLRDBAND : want;
+}
+
+/* Whether `fd` has urgent (priority) data now, as poll(2) sees it. */
+static bool urgent_data_confirmed(int fd)
+{
+    struct pollfd pd = {.fd = fd, .events = POLLPRI};
+    return poll(&pd, 1, 0) == 1 && (pd.revents & POLLPRI) != 0;
+}
+
+/*
  * Bring the kernel's request for `w` in line with its waiters: remove it if
  * nobody waits or it lacks events somebody waits for, arm one for what is
  * wanted. A request for more than is wanted is left to fire. false: no room
@@ -287,7 +308,7 @@ static bool sync_watch(struct st__uring_state *st, struct st__uring_watch *w)
     if (arm) {
         w->gen++;
         struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
-        io_uring_prep_poll_add(sqe, w->common.fd, want);
+        io_uring_prep_poll_add(sqe, w->common.fd, poll_mask(want));
         io_uring_sqe_set_data64(sqe, udata(w));
         w->armed = want;
     }
@@ -321,7 +342,10 @@ static void complete(struct st__uring_state *st, uint64_t data, int res,
     }
     short fired = POLLERR;
     if (res >= 0) {
-        fired = (short)res;
+        fired = (short)(res & ~POLLRDBAND);
+        if ((fired & POLLPRI) != 0 && !urgent_data_confirmed(w->common.fd)) {
+            fired = (short)(fired & ~POLLPRI);
+        }
     } else if (res == -EBADF) {
         fired = POLLNVAL; /* closed before the poll reached the kernel, as poll(2) says */
     }

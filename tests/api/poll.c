@@ -545,3 +545,101 @@ Test(poll, ready_data_beats_an_expired_deadline_of_the_same_cycle)
     free(t);
     free(raw);
 }
+
+/* A connected TCP pair on 127.0.0.1: the accepted side as a netfd, the client's raw descriptor. */
+static st_netfd_t tcp_pair(int *client)
+{
+    unsigned short port;
+    int listener = st_test_bound_socket(SOCK_STREAM, &port);
+    struct sockaddr_in sin;
+    int server;
+    st_netfd_t nfd;
+
+    cr_assert_eq(listen(listener, 1), 0);
+    *client = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(*client, 0);
+    st_test_loopback(&sin, port);
+    cr_assert_eq(connect(*client, (struct sockaddr *)&sin, sizeof(sin)), 0, "connect: %s",
+                 strerror(errno));
+    server = accept(listener, NULL, NULL);
+    cr_assert_geq(server, 0, "accept: %s", strerror(errno));
+    close(listener);
+    nfd = st_netfd_open_socket(server);
+    cr_assert_not_null(nfd);
+    return nfd;
+}
+
+struct pri_wait {
+    int fd;
+    st_utime_t timeout;
+    int rc;
+    short revents;
+};
+
+static void *wait_for_urgent(void *arg)
+{
+    struct pri_wait *w = arg;
+    struct pollfd pd = {.fd = w->fd, .events = POLLPRI};
+
+    w->rc = st_poll(&pd, 1, w->timeout);
+    w->revents = pd.revents;
+    return NULL;
+}
+
+/*
+ * TCP urgent data ends a POLLPRI wait that began before it came. (The
+ * kernel's io_uring poll ignores wake-ups for POLLPRI alone: that backend
+ * must ask for more and check what it is told.)
+ */
+Test(poll, urgent_data_ends_a_pollpri_wait_that_began_before_it)
+{
+    int client;
+    st_netfd_t nfd;
+    struct pri_wait w;
+    st_thread_t t;
+    st_utime_t sent;
+
+    st_test_init();
+    nfd = tcp_pair(&client);
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
+    t = st_test_spawn(wait_for_urgent, &w);
+    cr_assert_eq(st_usleep(10000), 0); /* it waits */
+    cr_assert_eq(send(client, "!", 1, MSG_OOB), 1);
+    sent = st_utime();
+    st_test_join(t);
+    cr_assert_eq(w.rc, 1, "st_poll returned %d after %llu us", w.rc,
+                 (unsigned long long)(st_utime() - sent));
+    cr_assert(w.revents & POLLPRI, "revents 0x%x", w.revents);
+    cr_assert_lt(st_utime() - sent, 1000000, "woken by the data, not the deadline");
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(client);
+}
+
+/* In-band data does not end a wait for urgent data, on any event system. */
+Test(poll, in_band_data_does_not_end_a_pollpri_wait)
+{
+    int client;
+    st_netfd_t nfd;
+    struct pri_wait w;
+    st_thread_t t;
+
+    st_test_init();
+    nfd = tcp_pair(&client);
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 100000};
+    t = st_test_spawn(wait_for_urgent, &w);
+    cr_assert_eq(st_usleep(10000), 0);
+    cr_assert_eq(send(client, "x", 1, 0), 1);
+    st_test_join(t);
+    cr_assert_eq(w.rc, 0, "st_poll returned %d, revents 0x%x", w.rc, w.revents);
+    cr_assert_eq(w.revents, 0);
+    /* The wait after it still sees urgent data when it comes. */
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
+    t = st_test_spawn(wait_for_urgent, &w);
+    cr_assert_eq(st_usleep(10000), 0);
+    cr_assert_eq(send(client, "!", 1, MSG_OOB), 1);
+    st_test_join(t);
+    cr_assert_eq(w.rc, 1);
+    cr_assert(w.revents & POLLPRI, "revents 0x%x", w.revents);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(client);
+}
