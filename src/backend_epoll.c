@@ -163,15 +163,17 @@ static void left(void *state, struct st__fdwatch *w)
     }
 }
 
-/* A pollfd joined `w`: a kept registration that covers what is wanted costs nothing. */
-static int joined(void *state, struct st__fdwatch *w)
+/*
+ * A pollfd joined `w`: a kept registration that covers its events costs
+ * nothing (it covers those of the others already: each join saw to that).
+ */
+static int joined(void *state, struct st__fdwatch *w, unsigned events)
 {
     struct st__epoll_watch *ew = epoll_watch(w);
-    unsigned want = st__fdwatch_wanted(w);
-    if ((want & ~ew->registered) == 0) {
+    if ((events & ~ew->registered) == 0) {
         return 0;
     }
-    return set_registration(state, ew, want);
+    return set_registration(state, ew, st__fdwatch_wanted(w));
 }
 
 static void epoll_pollset_del(struct st__sched *sched, struct st__pollq *pq)
@@ -216,9 +218,8 @@ static void epoll_dispatch(struct st__sched *sched, st_utime_t timeout)
             /* As State Threads: an error or hang-up also ends every wait for I/O on the fd. */
             fired = (short)(fired | POLLIN | POLLOUT | POLLPRI);
         }
-        st__fdwatch_collect(w, fired, &ready);
+        unsigned want = st__fdwatch_collect(w, fired, &ready);
         /* A kept registration fired for what nobody waits for: drop that part. */
-        unsigned want = st__fdwatch_wanted(w);
         if (want == 0 || (st->events[i].events & (EPOLLIN | EPOLLOUT | EPOLLPRI) & ~want) != 0) {
             (void)set_registration(st, epoll_watch(w), want);
         }

@@ -349,7 +349,7 @@ static void complete(struct st__uring_state *st, uint64_t data, int res,
     } else if (res == -EBADF) {
         fired = POLLNVAL; /* closed before the poll reached the kernel, as poll(2) says */
     }
-    st__fdwatch_collect(common, fired, ready);
+    (void)st__fdwatch_collect(common, fired, ready);
     /* Waiters for what did not fire need a new request. */
     mark_dirty(st, w);
 }
@@ -413,7 +413,7 @@ static void replace_request(struct st__uring_state *st, struct st__uring_watch *
 /* The last waiter of a descriptor that has a request in flight may have left. */
 static void leave(struct st__uring_state *st, struct st__uring_watch *w)
 {
-    if (w->armed == 0 || wanted_events(w) != 0) {
+    if (w->armed == 0 || !st__list_empty(&w->common.waiters)) {
         return; /* a request for more than is wanted is left to fire */
     }
     /*
@@ -437,11 +437,14 @@ static void left(void *state, struct st__fdwatch *w)
     leave(state, uring_watch(w));
 }
 
-/* A pollfd joined `w`: its request goes to the kernel with the next dispatch. */
-static int joined(void *state, struct st__fdwatch *w)
+/*
+ * A pollfd joined `w`: its request goes to the kernel with the next
+ * dispatch, unless the one in flight asks for its events already.
+ */
+static int joined(void *state, struct st__fdwatch *w, unsigned events)
 {
     struct st__uring_watch *uw = uring_watch(w);
-    if ((st__fdwatch_wanted(w) & ~uw->armed) != 0) {
+    if ((events & ~uw->armed) != 0) {
         mark_dirty(state, uw);
     }
     return 0;

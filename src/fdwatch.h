@@ -2,10 +2,13 @@
  * Who waits on each descriptor, for the backends that keep per-fd state
  * (epoll, io_uring).
  *
- * The core keeps, for every descriptor, the list of pollfds waiting on it
- * and how many of them wait for each event, so that a dispatch wakes
- * exactly the waiters of the descriptors that fired: its cost follows the
- * number of events, not the number of waiting coroutines. The backend keeps
+ * The core keeps, for every descriptor, the list of pollfds waiting on it,
+ * so that a dispatch wakes exactly the waiters of the descriptors that
+ * fired: its cost follows the number of events, not the number of waiting
+ * coroutines. What the waiters want together is not kept but gathered from
+ * the list when a backend needs it, which is rarely: a descriptor has one
+ * waiter or two, a join only has to ask whether its own events are
+ * watched, and a dispatch gathers it while it hands out the events. The backend keeps
  * only what concerns the kernel (what it watches for the fd), in a record
  * of its own that begins with struct st__fdwatch; the records live in an
  * st__fdtable, which never moves them, since waiter lists point into them.
@@ -24,9 +27,6 @@
 struct st__fdwatch {
     struct st__list waiters; /* struct st__pollq_fd of coroutines waiting on the fd */
     int fd;
-    int readers;
-    int writers;
-    int urgent;              /* POLLPRI waiters */
     bool owned;              /* a netfd holds the fd: the backend may keep its registration */
 };
 
@@ -45,11 +45,14 @@ static inline struct st__fdwatch *st__fdwatch_find(const struct st__fdtable *tab
     return st__fdtable_find(table, fd);
 }
 
-/* What the waiters of `w` wait for: POLLIN, POLLOUT, POLLPRI. */
+/* What the waiters of `w` wait for: POLLIN, POLLOUT, POLLPRI (0: nobody waits). */
 static inline unsigned st__fdwatch_wanted(const struct st__fdwatch *w)
 {
-    return (w->readers > 0 ? (unsigned)POLLIN : 0U) | (w->writers > 0 ? (unsigned)POLLOUT : 0U) |
-           (w->urgent > 0 ? (unsigned)POLLPRI : 0U);
+    unsigned want = 0;
+    st__list_for_each(link, &w->waiters) {
+        want |= (unsigned short)st__pollq_fd_from_link(link)->pd->events;
+    }
+    return want;
 }
 
 /* Does a coroutine wait on `fd`? (An fd must not be closed while one does.) */
@@ -62,20 +65,12 @@ struct st__fdwatch *st__fdwatch_own(struct st__fdtable *table, int fd);
 struct st__fdwatch *st__fdwatch_disown(const struct st__fdtable *table, int fd);
 
 /*
- * The backend's part of a wait. joined: a pollfd has just joined `w` (its
- * counts include it); 0, or -1 with errno to fail the wait. left: a pollfd
- * has just left `w`.
+ * The backend's part of a wait. joined: a pollfd waiting for `events` has
+ * just joined `w` (it is on the list); 0, or -1 with errno to fail the wait.
+ * left: a pollfd has just left `w`.
  */
-typedef int (*st__fdwatch_joined_fn)(void *state, struct st__fdwatch *w);
+typedef int (*st__fdwatch_joined_fn)(void *state, struct st__fdwatch *w, unsigned events);
 typedef void (*st__fdwatch_left_fn)(void *state, struct st__fdwatch *w);
-
-/* Add (+1) or take away (-1) one waiter for `events` in the counts of `w`. */
-static inline void st__fdwatch_count(struct st__fdwatch *w, short events, int delta)
-{
-    w->readers += (events & POLLIN) != 0 ? delta : 0;
-    w->writers += (events & POLLOUT) != 0 ? delta : 0;
-    w->urgent += (events & POLLPRI) != 0 ? delta : 0;
-}
 
 /* Every pollfd of `pq` that joined leaves its watch. */
 static inline void st__fdwatch_leave(const struct st__fdtable *table, struct st__pollq *pq,
@@ -87,7 +82,6 @@ static inline void st__fdwatch_leave(const struct st__fdtable *table, struct st_
         }
         struct st__fdwatch *w = st__fdwatch_at(table, pq->pds[i].fd);
         st__list_remove(&pq->fds[i].link);
-        st__fdwatch_count(w, pq->pds[i].events, -1);
         left(state, w);
     }
 }
@@ -106,9 +100,8 @@ static inline int st__fdwatch_join(struct st__fdtable *table, struct st__pollq *
         int rc = st__fdtable_reserve(table, fd);
         if (rc == 0) {
             struct st__fdwatch *w = st__fdwatch_at(table, fd);
-            st__fdwatch_count(w, pq->pds[i].events, +1);
             st__list_insert_tail(&w->waiters, &pq->fds[i].link);
-            rc = joined(state, w);
+            rc = joined(state, w, (unsigned short)pq->pds[i].events);
         }
         if (rc != 0) {
             int err = errno;
@@ -136,13 +129,16 @@ static inline void st__fdwatch_ready_init(struct st__fdwatch_ready *ready)
  * `fired` happened on the descriptor of `w`: give each waiter the events it
  * asked for and the error conditions (POLLERR, POLLHUP, POLLNVAL, which
  * poll(2) reports unasked), and queue every wait that got one on `ready`,
- * once.
+ * once. Returns what the waiters wanted, as st__fdwatch_wanted (those
+ * just made ready leave when they are woken).
  */
-static inline void st__fdwatch_collect(struct st__fdwatch *w, short fired,
-                                       struct st__fdwatch_ready *ready)
+static inline unsigned st__fdwatch_collect(struct st__fdwatch *w, short fired,
+                                           struct st__fdwatch_ready *ready)
 {
+    unsigned want = 0;
     st__list_for_each(link, &w->waiters) {
         struct st__pollq_fd *node = st__pollq_fd_from_link(link);
+        want |= (unsigned short)node->pd->events;
         short revents = (short)(fired & (node->pd->events | POLLERR | POLLHUP | POLLNVAL));
         if (revents == 0) {
             continue;
@@ -155,6 +151,7 @@ static inline void st__fdwatch_collect(struct st__fdwatch *w, short fired,
             ready->last = &node->pq->next_ready;
         }
     }
+    return want;
 }
 
 /* Wake the queued waits, in order; `ready` ends empty. */

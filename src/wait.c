@@ -54,10 +54,13 @@ static int pollq_init(struct st__pollq *pq, struct pollfd *pds, int npds, struct
     return 0;
 }
 
-static void pollq_fini(struct st__pollq *pq)
+static void pollq_fini(struct st__pollq *pq, int npds)
 {
-    /* By the count, not the pointer: a constant count drops the test. */
-    if (pq->npds > ST__POLLQ_INLINE) {
+    /*
+     * By the caller's count, not the pointer nor pq->npds (the backend saw
+     * pq, so that is read again): st__poll_one's constant 1 drops the test.
+     */
+    if (npds > ST__POLLQ_INLINE) {
         free(pq->fds);
     }
 }
@@ -79,7 +82,7 @@ static inline int wait_for(struct st__sched *sched, struct pollfd *pds, int npds
         return -1;
     }
     if (sched->backend->pollset_add(sched, &pq) != 0) {
-        pollq_fini(&pq);
+        pollq_fini(&pq, npds);
         return -1;
     }
 
@@ -102,7 +105,7 @@ static inline int wait_for(struct st__sched *sched, struct pollfd *pds, int npds
             ready += pds[i].revents != 0;
         }
     }
-    pollq_fini(&pq);
+    pollq_fini(&pq, npds);
     if (st__thread_take_interrupt(me)) {
         return -1;
     }
