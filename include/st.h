@@ -171,6 +171,17 @@ ST_EXPORT void st_destroy(void);
 ST_EXPORT int st_thread_setspecific2(st_thread_t thread, int key, void *value);
 ST_EXPORT void st_set_primordial_stack(void *top, void *bottom);
 
+/*
+ * State Threads' DEBUG-build functions, in a library built with the
+ * debug_api option (the *-debug targets of the make interface): a
+ * breakpoint place, and an iteration that stops there on every coroutine's
+ * stack while _st_iterate_threads_flag is set from a debugger.
+ */
+#ifdef DEBUG
+ST_EXPORT void _st_show_thread_stack(st_thread_t thread, const char *messg);
+ST_EXPORT void _st_iterate_threads(void);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "context.h"
+#include "debug_api.h"
 #include "st_config.h"
 
 _Thread_local struct st__sched *st__this_sched __attribute__((tls_model("initial-exec")));
@@ -127,6 +128,9 @@ void st__sched_switch_hooked(struct st__sched *sched, struct _st_thread *me)
         st__ctx_switch(&me->ctx, &next->ctx);
         me->flags &= ~ST__FL_SWITCH_IN_OWN;
         st__sched_arrived(sched, me);
+#if ST__DEBUG_API
+        st__debug_resumed(sched, me);
+#endif
     }
 
     if (sched->switch_in_cb != NULL && wants_switch_cb(me)) {

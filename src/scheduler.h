@@ -66,6 +66,7 @@ struct st__sched {
     size_t primordial_stack_size;
     void *alt_stack;                  /* signal stack for overflow reports, if ours */
     struct _st_thread *switched_from; /* the coroutine the last switch left (sanitizer builds) */
+    struct _st_thread *iterating;     /* the coroutine showing every stack (debug_api.c) */
     void *dead_tsan_fiber;            /* a finished coroutine's TSan fiber, to destroy */
 };
 
@@ -156,9 +157,14 @@ static inline void st__sched_sleep_del(struct st__sched *sched, struct _st_threa
 /*
  * A switch does more than move registers when switch callbacks are set
  * (sched->switch_hooked) or, in builds with ASan or TSan, always: those
- * tools must be told about every change of stack (fiber.h).
+ * tools must be told about every change of stack (fiber.h). So it does in
+ * builds with State Threads' DEBUG functions (debug_api.h), where every
+ * resumption may have to show its stack.
  */
-#if defined(ST__ASAN) || defined(ST__TSAN)
+#ifndef ST__DEBUG_API
+#define ST__DEBUG_API 0
+#endif
+#if defined(ST__ASAN) || defined(ST__TSAN) || ST__DEBUG_API
 #define ST__SWITCH_TOOLS 1
 #else
 #define ST__SWITCH_TOOLS 0

@@ -16,7 +16,7 @@ static void thread_main(void *arg)
     struct _st_thread *me = arg;
     struct st__sched *sched = st__sched_peek();
     st__sched_arrived(sched, me);
-    me->flags &= ~ST__FL_SWITCH_IN_OWN;
+    me->flags &= ~(ST__FL_SWITCH_IN_OWN | ST__FL_FRESH);
     if (sched->switch_in_cb != NULL && (me->flags & (ST__FL_IDLE | ST__FL_SYSTEM)) == 0) {
         sched->switch_in_cb();
     }
@@ -54,7 +54,7 @@ struct _st_thread *st__thread_new(struct st__sched *sched, void *(*start)(void *
      * a slow string instruction.
      */
     thread->state = ST__RUNNABLE;
-    thread->flags = ST__FL_SWITCH_IN_OWN;
+    thread->flags = ST__FL_SWITCH_IN_OWN | ST__FL_FRESH;
     thread->start = start;
     thread->arg = arg;
     thread->retval = NULL;

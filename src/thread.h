@@ -59,6 +59,7 @@ enum st__thread_flag {
      * that switches to it, so the fast path needs no check on resumption.
      */
     ST__FL_SWITCH_IN_OWN = 1U << 10,
+    ST__FL_FRESH = 1U << 11, /* created and not yet run */
 };
 
 struct _st_thread {

@@ -24,8 +24,8 @@ import shutil
 import subprocess
 import sys
 
-# State Threads 1.9.3's API (the functions and macros of its st.h, as the
-# project's issue 2 lists them). Anything else in st.h is an extension and
+# State Threads 1.9.3's API (the functions and macros of its st.h; the last
+# two functions only under DEBUG). Anything else in st.h is an extension and
 # its section must say so.
 ST_FUNCTIONS = set("""
 st_init st_getfdlimit st_set_eventsys st_get_eventsys st_get_eventsys_name
@@ -42,6 +42,7 @@ st_netfd_poll st_poll st_accept st_connect st_read st_read_fully
 st_read_resid st_readv st_readv_resid st_write st_write_resid st_writev
 st_writev_resid st_recvfrom st_sendto st_recvmsg st_sendmsg st_open
 st_destroy st_thread_setspecific2 st_set_primordial_stack
+_st_show_thread_stack _st_iterate_threads
 """.split())
 ST_MACROS = set("""
 ST_VERSION ST_VERSION_MAJOR ST_VERSION_MINOR ST_VERSION_PATCH ST_SWITCH_CB

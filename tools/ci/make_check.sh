@@ -16,7 +16,10 @@
 #          CC=gcc AR=ar LD=ld RANDLIB=ranlib
 #    gives LINUX_$(uname -r)_DBG with st.h and libst.a and the obj link;
 #    `cp -rf LINUX_*_DBG/* dest` copies nothing else; tests/consumer/main.c
-#    built against dest/st.h and dest/libst.a runs. rebuild: the same command
+#    built against dest/st.h and dest/libst.a runs; srs-debug-api:
+#    tests/consumer/debug_api.c built with -DDEBUG links against State
+#    Threads' DEBUG functions there and, under gdb, stops on each blocked
+#    coroutine's stack (skipped when gdb is missing). rebuild: the same command
 #    again sets up and copies nothing; reconfigure: without -DMALLOC_STACK
 #    the build is set up again with the other stack mode. srs-stats: with
 #    -DDEBUG_STATS added, tests/consumer/debug_stats.c, which declares State
@@ -91,7 +94,7 @@ else
     fail help "make without a target failed" "$LOG/help.log"
 fi
 
-base=$'--buildtype=debug\n-Dtests=disabled'
+base=$'--buildtype=debug\n-Ddebug_api=true\n-Dtests=disabled'
 # flags NAME EXTRA_CFLAGS EXPECTED: the setup arguments are exactly the base
 # ones followed by EXPECTED (lines).
 flags() {
@@ -213,6 +216,43 @@ if ((built)) && cp -rf "$SRC"/LINUX_*_DBG/* "$dest/"; then
 else
     fail srs-debug-copy "nothing to copy: the build failed"
     fail srs-debug-program "nothing to link: the build failed"
+fi
+
+# State Threads' DEBUG functions: a program built with DEBUG links against
+# the debug build and iterates; under gdb, a breakpoint in
+# _st_show_thread_stack stops on each blocked coroutine's own stack during
+# the first iteration, and not for the coroutine that had not run.
+api_prog=$WORK/program-debug-api
+if ((built == 0)); then
+    fail srs-debug-api "nothing to link: the build failed"
+elif ! gcc -g -DDEBUG -o "$api_prog" "$SRC/tests/consumer/debug_api.c" -I "$dest" "$dest/libst.a" \
+    >"$LOG/program-debug-api.log" 2>&1; then
+    fail srs-debug-api "tests/consumer/debug_api.c built with -DDEBUG did not link" "$LOG/program-debug-api.log"
+elif ! run_ok "$LOG/program-debug-api-run.log" "$api_prog"; then
+    fail srs-debug-api "the program failed" "$LOG/program-debug-api-run.log"
+else
+    pass srs-debug-api "-DDEBUG program: $(head -n 1 "$LOG/program-debug-api-run.log")"
+    if ! command -v gdb >/dev/null 2>&1; then
+        echo "SKIP srs-debug-api-gdb: gdb is not installed (tools/ci/deps.sh installs it)"
+    else
+        printf '%s\n' 'set pagination off' 'break _st_show_thread_stack' 'commands 1' 'silent' \
+            'printf "STOP %s\n", messg ? messg : "(stack)"' 'bt' 'continue' 'end' 'run' >"$WORK/iterate.gdb"
+        timeout 120 gdb -batch -nx -x "$WORK/iterate.gdb" "$api_prog" >"$LOG/gdb-iterate.log" 2>&1 || true
+        # The first iteration: from its start to its end.
+        first=$(awk '/^STOP Iteration started/ { on = 1 } on { print } /^STOP Iteration completed/ { if (on) exit }' \
+            "$LOG/gdb-iterate.log")
+        if ! grep -q '^ok' "$LOG/gdb-iterate.log"; then
+            fail srs-debug-api-gdb "the program did not finish under gdb" "$LOG/gdb-iterate.log"
+        elif [[ $(grep -c '^STOP Iteration started' "$LOG/gdb-iterate.log") != 2 ]]; then
+            fail srs-debug-api-gdb "not two iterations" "$LOG/gdb-iterate.log"
+        elif ! grep -q 'blocked_in_cond_wait' <<<"$first" || ! grep -q 'sleeping_in_usleep' <<<"$first"; then
+            fail srs-debug-api-gdb "the first iteration did not stop on both blocked coroutines' stacks" "$LOG/gdb-iterate.log"
+        elif grep -q 'never_ran' <<<"$first"; then
+            fail srs-debug-api-gdb "the first iteration ran a coroutine that had not started" "$LOG/gdb-iterate.log"
+        else
+            pass srs-debug-api-gdb "break _st_show_thread_stack: each blocked coroutine's own stack, $(grep -c '^STOP (stack)' "$LOG/gdb-iterate.log") stops in two iterations"
+        fi
+    fi
 fi
 
 # The same command again does nothing; without -DMALLOC_STACK the build is

@@ -315,9 +315,10 @@ build() {
     mdir=$dir/.meson
     bdir=$mdir/build
 
-    # ST's debug build is -g -O0, its optimised one -O2.
+    # ST's debug build is -g -O0 and has its DEBUG functions
+    # (_st_iterate_threads...), its optimised one -O2.
     if [[ $build_kind == DBG ]]; then
-        setup+=(--buildtype=debug)
+        setup+=(--buildtype=debug -Ddebug_api=true)
     else
         setup+=(-Ddebug=false -Doptimization=2 -Db_ndebug=true)
     fi

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-FUNC_NAME = re.compile(r"^st_[a-z0-9_]+$")
+FUNC_NAME = re.compile(r"^_?st_[a-z0-9_]+$")  # and State Threads' DEBUG functions, _st_*
 LABELS = {
     "Returns:": "RETURN VALUE",
     "Errors:": "ERRORS",
