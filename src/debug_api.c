@@ -68,9 +68,15 @@ void st__debug_resumed(struct st__sched *sched, struct _st_thread *me)
         _st_iterate_threads();
         return;
     }
-    /* The iteration switched here: show this stack, go back. */
+    /*
+     * The iteration switched here: show this stack, go back. Suspended on
+     * the hooked path again, it calls its own switch-in when the scheduler
+     * resumes it (scheduler.c), so the switcher must not.
+     */
     while (sched->iterating != NULL && sched->iterating != me) {
         _st_show_thread_stack(me, NULL);
+        me->flags |= ST__FL_SWITCH_IN_OWN;
         hop(sched, me, sched->iterating);
+        me->flags &= ~ST__FL_SWITCH_IN_OWN;
     }
 }

@@ -4,7 +4,9 @@
  * _st_show_thread_stack, _st_iterate_threads, and the flag a debugger sets.
  * Two coroutines block (a cond wait, a sleep), a third is created and has
  * not run; the program then iterates directly and at a resumption, and
- * exits 0, printing "ok", when both iterations ran and cleared the flag.
+ * exits 0, printing "ok", when both iterations ran and cleared the flag,
+ * and the switch callbacks, set before them, saw the waiting coroutine
+ * switched in and out once each: an iteration runs no callback.
  * tools/ci/make_check.sh also runs it under gdb, stopping in
  * _st_show_thread_stack, to see each blocked coroutine's own stack there
  * and no stop for the one that never ran.
@@ -32,6 +34,19 @@ static void *never_ran_before_the_first_iteration(void *arg)
     return arg;
 }
 
+static st_thread_t watched;
+static int watched_in, watched_out;
+
+static void count_in(void)
+{
+    watched_in += st_thread_self() == watched;
+}
+
+static void count_out(void)
+{
+    watched_out += st_thread_self() == watched;
+}
+
 static int failed(const char *what)
 {
     printf("FAIL: %s\n", what);
@@ -54,6 +69,9 @@ int main(void)
         return failed("st_thread_create");
     }
 
+    watched = blocked;
+    st_set_switch_in_cb(count_in);
+    st_set_switch_out_cb(count_out);
     _st_show_thread_stack(blocked, "a message"); /* a breakpoint place, nothing more */
     _st_iterate_threads();                       /* the flag is clear: nothing */
     _st_iterate_threads_flag = 1;
@@ -73,6 +91,13 @@ int main(void)
         st_thread_join(sleeper, NULL) != 0 || st_thread_join(fresh, NULL) != 0 ||
         st_cond_destroy(cond) != 0) {
         return failed("the coroutines did not finish");
+    }
+    st_set_switch_in_cb(NULL);
+    st_set_switch_out_cb(NULL);
+    if (watched_in != 1 || watched_out != 1) {
+        printf("FAIL: the waiting coroutine was switched in %d and out %d times, not once each\n",
+               watched_in, watched_out);
+        return 1;
     }
     printf("ok: two iterations, each clearing _st_iterate_threads_flag\n");
     return 0;
