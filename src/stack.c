@@ -15,6 +15,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 #if ST__HAVE_VALGRIND
+#include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
 #endif
 
@@ -460,6 +461,14 @@ static struct st__stack *acquire(struct st__stack_pool *pool, size_t size, bool 
     if (stack != NULL && pool->randomize) {
         /* A new random top for every coroutine: a reused stack would keep its last one. */
         stack->top = (char *)stack - random_offset(pool);
+#if ST__HAVE_VALGRIND
+        /*
+         * The coroutine object goes below the new top, maybe where the last
+         * coroutine's frames were, which valgrind made inaccessible as they
+         * returned.
+         */
+        VALGRIND_MAKE_MEM_UNDEFINED(stack->bottom, (size_t)(stack->top - stack->bottom));
+#endif
     }
     if (stack == NULL) {
         /* A burst's stacks come a batch at a time; free mode keeps no spares. */
