@@ -3,11 +3,14 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler.h"
 #include "st_config.h"
 
 extern const struct st__backend_ops st__backend_epoll;
@@ -84,6 +87,29 @@ _Noreturn void st__backend_wait_broken(const char *call)
     (void)fprintf(stderr, "st: %s failed: %s (errno %d); no I/O wait can complete\n", call,
                   strerror(err), err);
     abort();
+}
+
+atomic_uint st__backend_fork_count;
+static pthread_once_t fork_counter_once = PTHREAD_ONCE_INIT;
+
+static void count_fork(void)
+{
+    atomic_fetch_add_explicit(&st__backend_fork_count, 1, memory_order_relaxed);
+    /* Only the forking thread lives on in the child: its scheduler, if any. */
+    struct st__sched *sched = st__sched_peek();
+    if (sched != NULL && sched->backend_state != NULL && sched->backend->after_fork != NULL) {
+        sched->backend->after_fork(sched);
+    }
+}
+
+static void install_fork_counter(void)
+{
+    (void)pthread_atfork(NULL, NULL, count_fork);
+}
+
+void st__backend_count_forks(void)
+{
+    (void)pthread_once(&fork_counter_once, install_fork_counter);
 }
 
 bool st__backend_always_supported(void)

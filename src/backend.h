@@ -12,6 +12,7 @@
 #define ST__BACKEND_H
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -107,6 +108,14 @@ struct st__backend_ops {
     ssize_t (*submit_io)(struct st__sched *sched, int osfd, const struct st__io_req *req,
                          st_utime_t timeout);
 
+    /*
+     * Optional: in a child made by fork(2), run in the thread that forked
+     * (a pthread_atfork child handler) when that thread's scheduler uses
+     * this backend; for a kernel object the child would share with its
+     * parent. Installed by st__backend_count_forks().
+     */
+    void (*after_fork)(struct st__sched *sched);
+
     /* Highest fd number + 1 the backend can watch, or 0 for no limit. */
     int fd_limit;
 };
@@ -121,6 +130,24 @@ struct st__backend_ops {
  * idle loop instead, and never come here.
  */
 _Noreturn void st__backend_wait_broken(const char *call);
+
+/*
+ * How many times this process was forked into a child so far, as the child
+ * counts. A backend whose kernel object a child would share with its parent
+ * (an epoll instance, an io_uring ring) calls st__backend_count_forks() when
+ * it makes the object, which installs the pthread_atfork child handler
+ * (once): it counts, and runs the forking thread's backend's after_fork.
+ * A backend may also note the count and compare it before each use: a
+ * load, not a getpid() system call.
+ */
+extern atomic_uint st__backend_fork_count;
+
+void st__backend_count_forks(void);
+
+static inline unsigned st__backend_forks(void)
+{
+    return atomic_load_explicit(&st__backend_fork_count, memory_order_relaxed);
+}
 
 /* Shared by the backends that keep nothing per descriptor (poll, select). */
 bool st__backend_always_supported(void);

@@ -22,6 +22,13 @@
  * The event buffer always has room for one event per registered descriptor,
  * so one epoll_wait() collects every ready descriptor of the cycle before
  * any deadline of that cycle is judged expired.
+ *
+ * After fork(2) the child shares the parent's epoll instance: its
+ * registrations would change the parent's, and either process could take
+ * the other's events. So, as State Threads does, the child makes an
+ * instance of its own and registers there what its waiters want: at once,
+ * from the fork handler (after_fork). State Threads compares getpid() at
+ * every dispatch instead.
  */
 #include <errno.h>
 #include <limits.h>
@@ -80,6 +87,7 @@ static int epoll_init(struct st__sched *sched)
         errno = ENOMEM;
         return -1;
     }
+    st__backend_count_forks();
     st->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (st->epfd < 0) {
         free(st->events);
@@ -127,6 +135,37 @@ static int reserve_event(struct st__epoll_state *st)
     return 0;
 }
 
+static int set_registration(struct st__epoll_state *st, struct st__epoll_watch *w, unsigned want);
+
+/*
+ * In the child of a fork: an instance of its own, with what the waiters
+ * want registered there (see the top of this file).
+ */
+static void epoll_after_fork(struct st__sched *sched)
+{
+    struct st__epoll_state *st = sched->backend_state;
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) {
+        return; /* out of descriptors or memory in the child: it keeps sharing */
+    }
+    (void)close(st->epfd); /* the child's reference: the parent keeps its instance */
+    st->epfd = epfd;
+    st->registered = 0;
+    int records = st->watches.nchunks * ST__FDTABLE_CHUNK;
+    for (int fd = 0; fd < records; fd++) {
+        struct st__fdwatch *w = st__fdwatch_find(&st->watches, fd);
+        if (w != NULL) {
+            epoll_watch(w)->registered = 0;
+        }
+    }
+    for (int fd = 0; fd < records; fd++) {
+        struct st__fdwatch *w = st__fdwatch_find(&st->watches, fd);
+        if (w != NULL && !st__list_empty(&w->waiters)) {
+            (void)set_registration(st, epoll_watch(w), st__fdwatch_wanted(w));
+        }
+    }
+}
+
 /* Make the kernel watch exactly `want` for the fd of `w` (0: not at all). */
 static int set_registration(struct st__epoll_state *st, struct st__epoll_watch *w, unsigned want)
 {
@@ -154,6 +193,7 @@ static int set_registration(struct st__epoll_state *st, struct st__epoll_watch *
     w->registered = want;
     return 0;
 }
+
 
 /* A pollfd left `w`: a descriptor without a netfd is watched no longer than waited on. */
 static void left(void *state, struct st__fdwatch *w)
@@ -280,5 +320,6 @@ const struct st__backend_ops st__backend_epoll = {
     .fd_new = epoll_fd_new,
     .fd_close = epoll_fd_close,
     .fd_free = epoll_fd_free,
+    .after_fork = epoll_after_fork,
     .fd_limit = 0,
 };

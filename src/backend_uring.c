@@ -196,6 +196,8 @@ static int uring_init(struct st__sched *sched)
         errno = ENOMEM;
         return -1;
     }
+    st__backend_count_forks();
+    st->forks_seen = st__backend_forks();
     int rc = create_ring(&st->ring);
     if (rc < 0) {
         free(st);
@@ -213,11 +215,40 @@ static int uring_init(struct st__sched *sched)
     return 0;
 }
 
+/* Whether this process is a child forked since the ring was made. */
+static bool forked(const struct st__uring_state *st)
+{
+    return __builtin_expect(st->forks_seen != st__backend_forks(), 0);
+}
+
+/*
+ * A child forked after st_init() shares the parent's ring: its memory is
+ * mapped shared, so anything the child queued there the parent would
+ * submit, and the kernel refuses the child's submissions to a ring made
+ * with SINGLE_ISSUER, so it would wait for ever at full speed. It must
+ * call st_destroy() and st_init() (docs/reference.md); before that, its
+ * first use of the ring says so and stops.
+ */
+static void refuse_after_fork(const struct st__uring_state *st)
+{
+    if (forked(st)) {
+        errno = ECHILD;
+        st__backend_wait_broken("io_uring in a child forked after st_init (call st_destroy and "
+                                "st_init after fork)");
+    }
+}
+
 static void uring_fini(struct st__sched *sched)
 {
     struct st__uring_state *st = sched->backend_state;
-    /* Operations write into coroutine stacks that go next: let none be left running. */
-    st__uring_drain_ops(st);
+    /*
+     * Operations write into coroutine stacks that go next: let none be left
+     * running. A forked child's copies are the parent's operations, in the
+     * parent's memory: the child leaves the shared ring alone.
+     */
+    if (!forked(st)) {
+        st__uring_drain_ops(st);
+    }
     /* Tearing the ring down cancels every request still in flight. */
     st__uring_lib.queue_exit(&st->ring);
     st__fdtable_fini(&st->watches);
@@ -250,6 +281,7 @@ static uint64_t udata(const struct st__uring_watch *w)
 
 bool st__uring_sq_room(struct st__uring_state *st, unsigned need)
 {
+    refuse_after_fork(st);
     if (io_uring_sq_space_left(&st->ring) >= need) {
         return true;
     }
@@ -490,6 +522,8 @@ static void wait_for_valgrind(struct st__uring_state *st, st_utime_t timeout)
 static void uring_dispatch(struct st__sched *sched, st_utime_t timeout)
 {
     struct st__uring_state *st = sched->backend_state;
+    /* Its completion queue is the parent's too: a child reaping it would take theirs. */
+    refuse_after_fork(st);
     struct st__fdwatch_ready ready;
     st__fdwatch_ready_init(&ready);
     if (!flush_dirty(st, &ready) && (timeout == ST_UTIME_NO_TIMEOUT || timeout > 1000)) {

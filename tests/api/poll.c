@@ -3,6 +3,9 @@
  */
 #include "st_test.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
 ST_TEST_SUITE(poll);
 
 Test(poll, ready_fds_are_counted)
@@ -642,4 +645,91 @@ Test(poll, in_band_data_does_not_end_a_pollpri_wait)
     cr_assert(w.revents & POLLPRI, "revents 0x%x", w.revents);
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(client);
+}
+
+static int fork_pipe[2];
+
+static void *poll_fork_pipe(void *arg)
+{
+    struct pollfd pd = {.fd = fork_pipe[0], .events = POLLIN};
+
+    (void)arg;
+    return (void *)(long)st_poll(&pd, 1, 2000000);
+}
+
+/*
+ * A child forked after st_init() must not change the parent's waits. With
+ * epoll it shares the parent's instance: its copy of a waiter that leaves
+ * would remove the parent's registration there, and the parent's waiter
+ * would never see its descriptor ready. It gets an instance of its own, as
+ * in State Threads.
+ */
+Test(poll, a_child_forked_after_init_leaves_the_parents_waits_alone)
+{
+    st_thread_t waiter;
+    pid_t child;
+    int status;
+    void *ret;
+
+    if (st_test_expected_eventsys() == ST_EVENTSYS_IO_URING) {
+        cr_skip_test("io_uring: a child forked after st_init must st_destroy and st_init "
+                     "(poll::on_io_uring_a_child_that_did_not_init_again_stops_with_a_message)");
+    }
+    st_test_init();
+    cr_assert_eq(pipe(fork_pipe), 0);
+    waiter = st_thread_create(poll_fork_pipe, NULL, 1, 0);
+    cr_assert_not_null(waiter);
+    st_thread_yield(); /* it waits: the descriptor is registered */
+    child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        /* The child's copy of the waiter leaves its wait (EINTR), and the child ends. */
+        st_thread_interrupt(waiter);
+        _exit(st_thread_join(waiter, &ret) == 0 && (long)ret == -1 ? 0 : 1);
+    }
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+    cr_assert_eq(write(fork_pipe[1], "x", 1), 1);
+    cr_assert_eq(st_thread_join(waiter, &ret), 0);
+    cr_assert_eq((long)ret, 1, "the parent's wait returned %ld, not its ready descriptor",
+                 (long)ret);
+    close(fork_pipe[0]);
+    close(fork_pipe[1]);
+}
+
+/*
+ * On io_uring a child forked after st_init() shares the parent's ring (its
+ * memory too), whose submissions the kernel refuses to it: its first wait
+ * stops the process with a message naming the fix, instead of spinning for
+ * ever or taking the parent's completions.
+ */
+Test(poll, on_io_uring_a_child_that_did_not_init_again_stops_with_a_message)
+{
+    int err[2];
+    pid_t child;
+    int status;
+    char text[512] = {0};
+    ssize_t n;
+
+    if (st_test_expected_eventsys() != ST_EVENTSYS_IO_URING) {
+        cr_skip_test("only io_uring's ring cannot be shared with a child");
+    }
+    st_test_init();
+    cr_assert_eq(pipe(err), 0);
+    child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        dup2(err[1], STDERR_FILENO);
+        alarm(10); /* a spinning child fails the test, not the run */
+        (void)st_usleep(1000);
+        _exit(0);
+    }
+    close(err[1]);
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    n = read(err[0], text, sizeof(text) - 1);
+    close(err[0]);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status 0x%x: %s", status,
+              n > 0 ? text : "");
+    cr_assert(n > 0 && strstr(text, "call st_destroy and st_init after fork") != NULL,
+              "stderr: %s", n > 0 ? text : "");
 }
