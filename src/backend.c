@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +88,10 @@ _Noreturn void st__backend_wait_broken(const char *call)
     abort();
 }
 
-atomic_uint st__backend_fork_count;
-static pthread_once_t fork_counter_once = PTHREAD_ONCE_INIT;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
-static void count_fork(void)
+static void run_after_fork(void)
 {
-    atomic_fetch_add_explicit(&st__backend_fork_count, 1, memory_order_relaxed);
     /* Only the forking thread lives on in the child: its scheduler, if any. */
     struct st__sched *sched = st__sched_peek();
     if (sched != NULL && sched->backend_state != NULL && sched->backend->after_fork != NULL) {
@@ -102,14 +99,14 @@ static void count_fork(void)
     }
 }
 
-static void install_fork_counter(void)
+static void install_fork_handler(void)
 {
-    (void)pthread_atfork(NULL, NULL, count_fork);
+    (void)pthread_atfork(NULL, NULL, run_after_fork);
 }
 
-void st__backend_count_forks(void)
+void st__backend_handle_forks(void)
 {
-    (void)pthread_once(&fork_counter_once, install_fork_counter);
+    (void)pthread_once(&fork_handler_once, install_fork_handler);
 }
 
 bool st__backend_always_supported(void)

@@ -12,7 +12,6 @@
 #define ST__BACKEND_H
 
 #include <poll.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -112,7 +111,7 @@ struct st__backend_ops {
      * Optional: in a child made by fork(2), run in the thread that forked
      * (a pthread_atfork child handler) when that thread's scheduler uses
      * this backend; for a kernel object the child would share with its
-     * parent. Installed by st__backend_count_forks().
+     * parent. Installed by st__backend_handle_forks().
      */
     void (*after_fork)(struct st__sched *sched);
 
@@ -132,22 +131,12 @@ struct st__backend_ops {
 _Noreturn void st__backend_wait_broken(const char *call);
 
 /*
- * How many times this process was forked into a child so far, as the child
- * counts. A backend whose kernel object a child would share with its parent
- * (an epoll instance, an io_uring ring) calls st__backend_count_forks() when
- * it makes the object, which installs the pthread_atfork child handler
- * (once): it counts, and runs the forking thread's backend's after_fork.
- * A backend may also note the count and compare it before each use: a
- * load, not a getpid() system call.
+ * For a backend whose kernel object a child would share with its parent
+ * (an epoll instance, an io_uring ring), called when it makes the object:
+ * installs, once, the pthread_atfork child handler that runs the forking
+ * thread's backend's after_fork. Nothing is checked on the hot paths.
  */
-extern atomic_uint st__backend_fork_count;
-
-void st__backend_count_forks(void);
-
-static inline unsigned st__backend_forks(void)
-{
-    return atomic_load_explicit(&st__backend_fork_count, memory_order_relaxed);
-}
+void st__backend_handle_forks(void);
 
 /* Shared by the backends that keep nothing per descriptor (poll, select). */
 bool st__backend_always_supported(void);

@@ -87,7 +87,7 @@ static int epoll_init(struct st__sched *sched)
         errno = ENOMEM;
         return -1;
     }
-    st__backend_count_forks();
+    st__backend_handle_forks();
     st->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (st->epfd < 0) {
         free(st->events);
@@ -155,12 +155,7 @@ static void epoll_after_fork(struct st__sched *sched)
     for (int fd = 0; fd < records; fd++) {
         struct st__fdwatch *w = st__fdwatch_find(&st->watches, fd);
         if (w != NULL) {
-            epoll_watch(w)->registered = 0;
-        }
-    }
-    for (int fd = 0; fd < records; fd++) {
-        struct st__fdwatch *w = st__fdwatch_find(&st->watches, fd);
-        if (w != NULL && !st__list_empty(&w->waiters)) {
+            epoll_watch(w)->registered = 0; /* that was the parent's instance */
             (void)set_registration(st, epoll_watch(w), st__fdwatch_wanted(w));
         }
     }
@@ -193,7 +188,6 @@ static int set_registration(struct st__epoll_state *st, struct st__epoll_watch *
     w->registered = want;
     return 0;
 }
-
 
 /* A pollfd left `w`: a descriptor without a netfd is watched no longer than waited on. */
 static void left(void *state, struct st__fdwatch *w)

@@ -196,8 +196,7 @@ static int uring_init(struct st__sched *sched)
         errno = ENOMEM;
         return -1;
     }
-    st__backend_count_forks();
-    st->forks_seen = st__backend_forks();
+    st__backend_handle_forks();
     int rc = create_ring(&st->ring);
     if (rc < 0) {
         free(st);
@@ -215,10 +214,11 @@ static int uring_init(struct st__sched *sched)
     return 0;
 }
 
-/* Whether this process is a child forked since the ring was made. */
-static bool forked(const struct st__uring_state *st)
+/* In the child of a fork: the ring is the parent's (see refuse_after_fork). */
+static void uring_after_fork(struct st__sched *sched)
 {
-    return __builtin_expect(st->forks_seen != st__backend_forks(), 0);
+    struct st__uring_state *st = sched->backend_state;
+    st->forked = true;
 }
 
 /*
@@ -231,7 +231,7 @@ static bool forked(const struct st__uring_state *st)
  */
 static void refuse_after_fork(const struct st__uring_state *st)
 {
-    if (forked(st)) {
+    if (__builtin_expect(st->forked, 0)) {
         errno = ECHILD;
         st__backend_wait_broken("io_uring in a child forked after st_init (call st_destroy and "
                                 "st_init after fork)");
@@ -246,7 +246,7 @@ static void uring_fini(struct st__sched *sched)
      * running. A forked child's copies are the parent's operations, in the
      * parent's memory: the child leaves the shared ring alone.
      */
-    if (!forked(st)) {
+    if (!st->forked) {
         st__uring_drain_ops(st);
     }
     /* Tearing the ring down cancels every request still in flight. */
@@ -613,6 +613,7 @@ const struct st__backend_ops st__backend_uring = {
     .fd_new = uring_fd_new,
     .fd_close = uring_fd_close,
     .fd_free = uring_fd_free,
+    .after_fork = uring_after_fork,
     .submit_io = st__uring_submit_io,
     .fd_limit = 0,
 };

@@ -79,7 +79,7 @@ struct st__uring_op {
 
 struct st__uring_state {
     struct io_uring ring;
-    unsigned forks_seen;   /* the process's fork count when the ring was made */
+    bool forked;           /* this is a child forked since the ring was made (after_fork) */
     struct st__sched *sched;
     struct st__fdtable watches; /* struct st__uring_watch per descriptor */
     struct st__list dirty; /* struct st__uring_watch whose request must be armed or replaced */

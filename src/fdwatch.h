@@ -8,10 +8,11 @@
  * coroutines. What the waiters want together is not kept but gathered from
  * the list when a backend needs it, which is rarely: a descriptor has one
  * waiter or two, a join only has to ask whether its own events are
- * watched, and a dispatch gathers it while it hands out the events. The backend keeps
- * only what concerns the kernel (what it watches for the fd), in a record
- * of its own that begins with struct st__fdwatch; the records live in an
- * st__fdtable, which never moves them, since waiter lists point into them.
+ * watched, and a dispatch gathers it while it hands out the events. The
+ * backend keeps only what concerns the kernel (what it watches for the
+ * fd), in a record of its own that begins with struct st__fdwatch; the
+ * records live in an st__fdtable, which never moves them, since waiter
+ * lists point into them.
  */
 #ifndef ST__FDWATCH_H
 #define ST__FDWATCH_H

@@ -319,9 +319,8 @@ static char *carve_guarded(struct st__stack_pool *pool, size_t map_size, int *co
     }
     size_t room = 1 + (size_t)(pool->carve_end - pool->carve_next) / map_size;
     int want = (size_t)*count < room ? *count : (int)room;
-    pool->carve_next = base + (size_t)want * map_size;
     *count = install_guards(pool, base, map_size, want);
-    /* Give the ranges left without a guard back to the slab. */
+    /* The slab goes on after the ranges that got their guards. */
     pool->carve_next = base + (size_t)*count * map_size;
     return *count > 0 ? base : NULL;
 }
