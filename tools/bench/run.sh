@@ -176,10 +176,10 @@ group "loopback echo: st, plain epoll, st on io_uring, peers" "$B" echo \
 # and against that loop in State Threads' order (deadlines before I/O).
 if ((FAIRNESS)); then
     group "fairness: first byte under CPU starvation" "$B" fairness --server epoll,st,epoll-timers \
-        --conns 500,1000 --share 5 --repeat 3
+        --conns 500,1000 --share 5 --repeat 8
     # The same burst the moment the server listens: no idle time to make stacks ahead.
     group "fairness: a burst the moment the server listens" "$B" fairness --server epoll,st \
-        --conns 500 --share 5 --repeat 3 --pause 0
+        --conns 500 --share 5 --repeat 8 --pause 0
 fi
 # A coroutine writes 1 GiB (1 MiB writes, an fsync every 64 MiB) while a
 # 1 ms tick and an echo server share its scheduler: each file I/O mode
