@@ -106,8 +106,9 @@ st_thread_t st_thread_self(void)
 
 /*
  * Forget a finished coroutine and give its stack back. Called by the
- * coroutine itself on its way out (non-joinable), or by its joiner, which
- * spares the zombie a switch back just to free itself.
+ * coroutine itself on its way out (non-joinable, or joined with
+ * ST__FL_RESUMES_TO_REAP), or by its joiner, which spares the zombie a
+ * switch back just to free itself.
  */
 static void reap(struct st__sched *sched, struct _st_thread *thread)
 {
@@ -149,14 +150,24 @@ void st_thread_exit(void *retval)
     ST__STAT_SET(active_count, sched->active_count);
 
     me->state = ST__ZOMBIE;
-    me->flags |= ST__FL_DEAD;
     if (me->term != NULL) {
         /* Stay a zombie until the joiner takes the return value and reaps it. */
         st__list_insert_tail(&sched->zombie_q, &me->links);
         (void)st_cond_signal(me->term);
+        if (sched->switch_hooked) {
+            me->flags |= ST__FL_RESUMES_TO_REAP;
+            st__sched_switch(sched, me);
+            /* Joined (st_thread_join): release the stack, and go for good. */
+            me->state = ST__ZOMBIE;
+            me->flags |= ST__FL_DEAD;
+            reap(sched, me);
+            st__sched_switch(sched, me);
+            abort();
+        }
     } else {
         reap(sched, me);
     }
+    me->flags |= ST__FL_DEAD;
     st__sched_switch(sched, me);
     abort(); /* a finished coroutine is never resumed */
 }
@@ -192,6 +203,13 @@ int st_thread_join(st_thread_t thread, void **retvalp)
         *retvalp = thread->retval;
     }
     st__list_remove(&thread->links);
+    if ((thread->flags & ST__FL_RESUMES_TO_REAP) != 0) {
+        /* It runs once more and reaps itself (st_thread_exit); a second join fails already. */
+        thread->flags |= ST__FL_REAPED;
+        thread->state = ST__RUNNABLE;
+        st__sched_make_runnable(sched, thread);
+        return 0;
+    }
     reap(sched, thread);
     return 0;
 }

@@ -60,6 +60,13 @@ enum st__thread_flag {
      */
     ST__FL_SWITCH_IN_OWN = 1U << 10,
     ST__FL_FRESH = 1U << 11, /* created and not yet run */
+    /*
+     * Joinable, and exited while a switch callback was set: once joined it
+     * runs once more, to release its stack, as State Threads' coroutines
+     * do, so that the callbacks see that run (st_thread_exit). Otherwise
+     * the joiner releases the stack and spares it the switch.
+     */
+    ST__FL_RESUMES_TO_REAP = 1U << 12,
 };
 
 struct _st_thread {

@@ -200,6 +200,19 @@ static void *wait_on_cond(void *arg)
     return NULL;
 }
 
+/* A joinable coroutine that has run and waits on a new condition variable, stored in *cond. */
+static st_thread_t waiter_on_new_cond(st_cond_t *cond)
+{
+    st_thread_t waiter;
+
+    *cond = st_cond_new();
+    cr_assert_not_null(*cond);
+    waiter = st_thread_create(wait_on_cond, *cond, 1, 0);
+    cr_assert_not_null(waiter);
+    st_thread_yield(); /* it runs and waits */
+    return waiter;
+}
+
 /*
  * Callbacks set while a coroutine waits are called when it resumes, as
  * State Threads checks for them on every switch-in: a profiler started in
@@ -214,10 +227,7 @@ Test(switch_cb, a_coroutine_blocked_before_the_callbacks_were_set_is_switched_in
 
     st_test_init();
     me = st_thread_self();
-    cond = st_cond_new();
-    cr_assert_not_null(cond);
-    waiter = st_test_spawn(wait_on_cond, cond);
-    st_thread_yield(); /* it runs and waits, no callback set */
+    waiter = waiter_on_new_cond(&cond); /* no callback set yet */
     st_set_switch_in_cb(on_in);
     st_set_switch_out_cb(on_out);
     cr_assert_eq(st_cond_signal(cond), 0);
@@ -232,5 +242,102 @@ Test(switch_cb, a_coroutine_blocked_before_the_callbacks_were_set_is_switched_in
     st_set_switch_in_cb(NULL);
     st_set_switch_out_cb(NULL);
     st_test_join(waiter);
+    cr_assert_eq(st_cond_destroy(cond), 0);
+}
+
+/* Both callbacks in one ordered log: 'i' or 'o' and the coroutine. */
+static struct {
+    char what[LOG_MAX];
+    st_thread_t who[LOG_MAX];
+    int n;
+} events;
+
+static void event_add(char what)
+{
+    if (events.n < LOG_MAX) {
+        events.what[events.n] = what;
+        events.who[events.n] = st_thread_self();
+        events.n++;
+    }
+}
+
+static void on_in_event(void)
+{
+    event_add('i');
+}
+
+static void on_out_event(void)
+{
+    event_add('o');
+}
+
+static void expect_events(const char *what, const st_thread_t *who)
+{
+    int i;
+
+    cr_assert_eq(events.n, (int)strlen(what), "%d switches seen, %d expected", events.n,
+                 (int)strlen(what));
+    for (i = 0; i < events.n; i++) {
+        cr_assert_eq(events.what[i], what[i], "switch %d: '%c', '%c' expected", i, events.what[i],
+                     what[i]);
+        cr_assert_eq(events.who[i], who[i], "switch %d: another coroutine", i);
+    }
+}
+
+/*
+ * As in State Threads, a joinable coroutine that exits while the callbacks
+ * are set is switched out as it exits; once joined, it is switched in once
+ * more, to release its stack, and out for good. A profiler sees a slice for
+ * that last run, and every switch-in keeps its switch-out.
+ */
+Test(switch_cb, a_joined_coroutine_runs_once_more_to_release_its_stack)
+{
+    st_thread_t me;
+    st_thread_t w;
+    st_cond_t cond;
+
+    st_test_init();
+    me = st_thread_self();
+    w = waiter_on_new_cond(&cond);
+    st_set_switch_in_cb(on_in_event);
+    st_set_switch_out_cb(on_out_event);
+    events.n = 0;
+    cr_assert_eq(st_cond_signal(cond), 0);
+    cr_assert_eq(st_thread_join(w, NULL), 0);
+    {
+        const st_thread_t exited[] = {me, w, w, me};
+        expect_events("oioi", exited);
+    }
+    cr_assert_eq(st_thread_join(w, NULL), -1, "joined twice");
+    cr_assert_eq(errno, ESRCH);
+    st_thread_yield(); /* w runs to release its stack */
+    {
+        const st_thread_t released[] = {me, w, w, me, me, w, w, me};
+        expect_events("oioioioi", released);
+    }
+    st_thread_yield(); /* nobody else to run: no switch */
+    cr_assert_eq(events.n, 8);
+    st_set_switch_in_cb(NULL);
+    st_set_switch_out_cb(NULL);
+    cr_assert_eq(st_cond_destroy(cond), 0);
+}
+
+/* Without callbacks the joiner releases the stack itself: no switch back into the zombie. */
+Test(switch_cb, without_callbacks_a_joined_coroutine_is_not_run_again)
+{
+    st_thread_t w;
+    st_thread_t again;
+    st_cond_t cond;
+
+    st_test_init();
+    w = waiter_on_new_cond(&cond);
+    cr_assert_eq(st_cond_signal(cond), 0);
+    cr_assert_eq(st_thread_join(w, NULL), 0);
+    /* Its stack is back already: the next coroutine of that size takes it. */
+    again = st_thread_create(wait_on_cond, cond, 1, 0);
+    cr_assert_eq(again, w, "the joined coroutine's stack was not released at the join");
+    st_thread_yield();
+    cr_assert_eq(st_cond_signal(cond), 0);
+    cr_assert_eq(st_thread_join(again, NULL), 0);
     cr_assert_eq(st_cond_destroy(cond), 0);
 }
