@@ -341,3 +341,29 @@ Test(switch_cb, without_callbacks_a_joined_coroutine_is_not_run_again)
     cr_assert_eq(st_thread_join(again, NULL), 0);
     cr_assert_eq(st_cond_destroy(cond), 0);
 }
+
+/*
+ * A joined coroutine still waiting to run and release its stack when the
+ * scheduler is destroyed goes with the other coroutines (its stack is
+ * unmapped, and nothing runs on it or touches it after), and the pthread
+ * can start again.
+ */
+Test(switch_cb, st_destroy_releases_a_joined_coroutine_that_has_not_run_again)
+{
+    st_thread_t w;
+    st_cond_t cond;
+
+    st_test_init();
+    w = waiter_on_new_cond(&cond);
+    st_set_switch_in_cb(on_in);
+    cr_assert_eq(st_cond_signal(cond), 0);
+    cr_assert_eq(st_thread_join(w, NULL), 0); /* w waits on the run queue */
+    st_set_switch_in_cb(NULL);
+    st_destroy();
+    cr_assert_eq(st_cond_destroy(cond), 0);
+    cr_assert_eq(st_init(), 0);
+    w = waiter_on_new_cond(&cond);
+    cr_assert_eq(st_cond_signal(cond), 0);
+    cr_assert_eq(st_thread_join(w, NULL), 0);
+    cr_assert_eq(st_cond_destroy(cond), 0);
+}
