@@ -273,10 +273,18 @@ static inline void st_test_busy_wait_us(long long usecs)
 }
 
 /*
- * Timeouts count from the scheduler's last clock reading, so a wait may end
- * up to a few milliseconds short of the requested duration.
+ * The instant a wait's timeout counts from. As in State Threads, a timeout
+ * counts from the scheduler's last clock reading (st_utime_last_clock()),
+ * which is earlier than the call that waits by however long the process ran,
+ * or was preempted, since. That reading is on st_test_now_us()'s clock
+ * (CLOCK_MONOTONIC in microseconds), so a measurement started here can
+ * assert the whole duration: a wait of T ends no earlier than this plus T,
+ * on a loaded machine too. Not for tests that set their own clock.
  */
-#define ST_TEST_SLACK_US 3000LL
+static inline long long st_test_deadline_base(void)
+{
+    return (long long)st_utime_last_clock();
+}
 
 /* Upper bound for "returned promptly" / "did not hang" checks. */
 #define ST_TEST_LATE_US 2000000LL

@@ -79,6 +79,10 @@ if meson test -C "$build" --no-rebuild --print-errorlogs --num-processes "$JOBS"
     pass test "meson test in the unpacked tree: $(awk '/^Ok:/ { print $2 }' "$log") tests passed, none failed"
 else
     grep -E '^[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | head -n 20
+    # What the failing tests printed (--print-errorlogs puts it between
+    # scissors lines), since the log stays on the machine that ran it.
+    awk '/✀/ { inside = 1; next } inside && /^―/ { inside = 0 } inside' "$log" |
+        head -n 80 | sed 's/^/    | /'
     fail test "meson test in the unpacked tree failed (log: $log)" "$log"
 fi
 
