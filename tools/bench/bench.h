@@ -260,7 +260,7 @@ int bench_starve_enter(const struct bench_starve *s);
 void bench_starve_stop(struct bench_starve *s);
 
 /*
- * peer.c: echo servers outside st_bench (tools/bench/peers/), named with
+ * peer.c: servers outside st_bench (tools/bench/peers/), named with
  * `--peer NAME=PATH` and then used like the built-in servers.
  */
 enum { BENCH_MAX_PEERS = 8 };
@@ -268,7 +268,10 @@ int bench_peer_add(const char *spec); /* "NAME=PATH"; -1 (with a message) if mal
 int bench_peer_count(void);
 const char *bench_peer_name(int i);
 const char *bench_peer_find(const char *name); /* its PATH, or NULL */
-/* Run the peer with the listening socket as fd 3; returns (-1) only on failure. */
-int bench_peer_exec(const char *name, int lfd, bool once);
+/*
+ * Run the peer with the listening socket as fd 3 and, if ready_fd >= 0, that
+ * pipe as fd 4; returns (-1) only on failure.
+ */
+int bench_peer_exec(const char *name, int lfd, int ready_fd, bool once);
 
 #endif /* BENCH_H */

@@ -211,7 +211,7 @@ static int run_server(const char *server, int lfd)
         return epoll_server(lfd, strcmp(server, "epoll-drain") == 0);
     }
     if (bench_peer_find(server) != NULL) {
-        return bench_peer_exec(server, lfd, serve_once);
+        return bench_peer_exec(server, lfd, -1, serve_once);
     }
     fprintf(stderr,
             "bench: unknown server '%s' (st, st-io_uring, epoll, epoll-drain or a --peer)\n",

@@ -35,7 +35,11 @@
  *              descriptors, and the connections the listener accepted are
  *              served (their request read if it is there, and the first
  *              chunk written) before the loop waits again, as the new
- *              coroutines run before the scheduler next polls.
+ *              coroutines run before the scheduler next polls;
+ *   a peer     (--peer NAME=PATH, tools/bench/peers/README.md): a player
+ *              server from outside this program, run in the same starved
+ *              process; peers/st_players.c is the st server's code in
+ *              State Threads' API alone, to build against State Threads.
  *
  * The client runs in the driver's process, pinned to another CPU and never
  * starved: plain epoll, every connect() started at once without blocking,
@@ -76,13 +80,11 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "st.h"
+#include "players_st.h"
 
 enum {
-    CHUNK = 4096,
-    REQUEST_MAX = 512,
-    GAP_MIN_MS = 10,
-    GAP_SPAN_MS = 31, /* pauses of 10..40 ms */
+    CHUNK = PLAYERS_CHUNK,
+    REQUEST_MAX = PLAYERS_REQUEST_MAX,
     EVENTS = 1024,
     CLIENT_BUF = 65536,
     MAX_ROUNDS = 32,
@@ -97,49 +99,11 @@ static const char request_text[] = "GET /live/livestream.flv HTTP/1.1\r\n"
 
 static char chunk[CHUNK]; /* what every chunk carries (zeros) */
 
-/* The pause before a player's next chunk, in microseconds. */
-static long long next_gap_us(unsigned long long *seed)
-{
-    return (GAP_MIN_MS + (long long)(bench_random(seed) % GAP_SPAN_MS)) * 1000;
-}
-
-static unsigned long long player_seed(int fd)
-{
-    return 0x9E3779B97F4A7C15ULL ^ ((unsigned long long)fd << 17);
-}
-
-/* Whether buf[0..len) holds the whole request: its header's end, or all the room there is. */
-static bool request_complete(const char *buf, size_t len)
-{
-    return len == REQUEST_MAX || (len >= 4 && memcmp(buf + len - 4, "\r\n\r\n", 4) == 0);
-}
-
 /* ---- the st server ------------------------------------------------------------------ */
-
-static void *st_player(void *arg)
-{
-    st_netfd_t fd = arg;
-    char req[REQUEST_MAX];
-    size_t got = 0;
-    while (!request_complete(req, got)) {
-        ssize_t n = st_read(fd, req + got, sizeof req - got, ST_UTIME_NO_TIMEOUT);
-        if (n <= 0) {
-            (void)st_netfd_close(fd);
-            return NULL;
-        }
-        got += (size_t)n;
-    }
-    unsigned long long seed = player_seed(st_netfd_fileno(fd));
-    while (st_write(fd, chunk, CHUNK, ST_UTIME_NO_TIMEOUT) == CHUNK &&
-           st_usleep((st_utime_t)next_gap_us(&seed)) == 0) {
-    }
-    (void)st_netfd_close(fd);
-    return NULL;
-}
 
 static int st_fair_server(int lfd, int eventsys, int ready_fd)
 {
-    return bench_st_serve(lfd, eventsys, st_player, false, ready_fd);
+    return bench_st_serve(lfd, eventsys, players_st_coroutine, false, ready_fd);
 }
 
 /* ---- the reference: an epoll loop with a heap of deadlines ---------------------------------- */
@@ -269,7 +233,7 @@ static void ref_send(struct ref_server *s, int fd)
     if (c->want_out) {
         ref_watch(s, fd, false);
     }
-    c->due = s->now + next_gap_us(&c->seed);
+    c->due = s->now + players_next_gap_us(&c->seed);
     heap_push(s, fd);
 }
 
@@ -297,7 +261,7 @@ static void ref_accept(struct ref_server *s)
         c->sent = 0;
         c->streaming = false;
         c->want_out = false;
-        c->seed = player_seed(fd);
+        c->seed = players_seed(fd);
     }
 }
 
@@ -318,7 +282,7 @@ static void ref_input(struct ref_server *s, int fd)
     }
     if (!c->streaming) {
         c->got += (unsigned)n;
-        if (request_complete(c->req, c->got)) {
+        if (players_request_complete(c->req, c->got)) {
             c->streaming = true;
             ref_send(s, fd);
         }
@@ -350,6 +314,19 @@ static void ref_expire(struct ref_server *s)
 /* How the reference loop orders its work (see the top of the file). */
 enum ref_order { REF_IO_FIRST, REF_TIMERS_FIRST, REF_AS_ST };
 
+/* What ref_server allocated, for its way out on an error. */
+static int ref_fail(struct ref_server *s, const char *what)
+{
+    perror(what);
+    if (s->epfd >= 0) {
+        (void)close(s->epfd);
+    }
+    free(s->conns);
+    free(s->heap);
+    free(s->fresh);
+    return -1;
+}
+
 static int ref_server(int lfd, enum ref_order order, int ready_fd)
 {
     static struct epoll_event events[EVENTS];
@@ -364,8 +341,7 @@ static int ref_server(int lfd, enum ref_order order, int ready_fd)
     if (s.epfd < 0 || s.conns == NULL || s.heap == NULL ||
         (order == REF_AS_ST && s.fresh == NULL) || bench_set_nonblocking(lfd) != 0 ||
         epoll_ctl(s.epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
-        perror("bench: epoll server");
-        return -1;
+        return ref_fail(&s, "bench: epoll server");
     }
     bench_say_ready(ready_fd);
     s.now = now_us();
@@ -377,8 +353,7 @@ static int ref_server(int lfd, enum ref_order order, int ready_fd)
         }
         int n = epoll_wait(s.epfd, events, EVENTS, timeout);
         if (n < 0 && errno != EINTR) {
-            perror("bench: epoll_wait");
-            return -1;
+            return ref_fail(&s, "bench: epoll_wait");
         }
         s.now = now_us();
         if (order != REF_IO_FIRST) {
@@ -400,6 +375,9 @@ static int ref_server(int lfd, enum ref_order order, int ready_fd)
 static int run_fair_server(const char *name, int lfd, int ready_fd)
 {
     (void)bench_raise_fd_limit();
+    if (bench_peer_find(name) != NULL) {
+        return bench_peer_exec(name, lfd, ready_fd, false);
+    }
     if (strcmp(name, "st") == 0) {
         return st_fair_server(lfd, ST_EVENTSYS_ALT, ready_fd);
     }
@@ -793,14 +771,25 @@ static void report(const struct fairness_params *p, const char *name, const stru
     }
 }
 
-/* The servers measured, in the order they alternate. */
-static const char *const fair_names[] = {"epoll", "st", "epoll-timers", "epoll-st", "st-poll",
-                                         "st-select"};
-enum { FAIR_SERVERS = sizeof fair_names / sizeof fair_names[0] };
+/* The built-in servers, in the order they alternate; the peers follow. */
+static const char *const fair_builtin[] = {"epoll", "st", "epoll-timers", "epoll-st", "st-poll",
+                                           "st-select"};
+enum {
+    FAIR_BUILTIN = sizeof fair_builtin / sizeof fair_builtin[0],
+    FAIR_MAX_SERVERS = FAIR_BUILTIN + BENCH_MAX_PEERS,
+};
 
 int bench_fairness(const struct fairness_params *p)
 {
-    static struct fair_stats stats[FAIR_SERVERS][MAX_ROUNDS];
+    static struct fair_stats stats[FAIR_MAX_SERVERS][MAX_ROUNDS];
+    const char *fair_names[FAIR_MAX_SERVERS];
+    size_t servers = 0;
+    for (; servers < FAIR_BUILTIN; servers++) {
+        fair_names[servers] = fair_builtin[servers];
+    }
+    for (int i = 0; i < bench_peer_count(); i++) {
+        fair_names[servers++] = bench_peer_name(i);
+    }
     struct fair_cpus cpus = {bench_cpu(0), bench_cpu(1)};
     struct bench_starve starve;
     long limit = bench_raise_fd_limit();
@@ -824,14 +813,14 @@ int bench_fairness(const struct fairness_params *p)
     bench_note("fairness: the server gets %d%% of a CPU: %s", starve.share, starve.why);
     fprintf(stderr, "st_bench: fairness: %s\n", starve.why);
     for (int r = 0; r < p->rounds && rc == 0; r++) {
-        for (size_t s = 0; s < FAIR_SERVERS && rc == 0; s++) {
+        for (size_t s = 0; s < servers && rc == 0; s++) {
             if (bench_server_wanted(p->servers, fair_names[s])) {
                 rc = fair_round(p, fair_names[s], &starve, cpus, &stats[s][r]);
             }
         }
     }
     bench_starve_stop(&starve);
-    for (size_t s = 0; s < FAIR_SERVERS && rc == 0; s++) {
+    for (size_t s = 0; s < servers && rc == 0; s++) {
         if (bench_server_wanted(p->servers, fair_names[s])) {
             report(p, fair_names[s], stats[s], p->rounds);
         }

@@ -26,8 +26,9 @@
  *   serve      a standalone echo server --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]
  *   client     a standalone client --port P --requests N [--conns N] [--gap-us N]
  *
- * echo and serve also take --peer NAME=PATH (repeatable): an echo server from
- * outside this program (tools/bench/peers/), then a server name like the others.
+ * echo, serve and fairness also take --peer NAME=PATH (repeatable): a server
+ * from outside this program (tools/bench/peers/: an echo server, or for
+ * fairness a player server), then a server name like the others.
  *
  * Results are RESULT/NOTE lines on stdout (see bench.h); run.sh tabulates.
  */
@@ -121,7 +122,7 @@ static void usage(void)
             "         [--chunk KIB] [--sync MIB] [--conns N] [--before S] [--repeat N]\n"
             "  serve  --server st|st-io_uring|epoll|epoll-drain [--port P] [--once]\n"
             "  client --port P --requests N [--conns N] [--gap-us N]\n"
-            "  echo and serve: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
+            "  echo, serve, fairness: --peer NAME=PATH adds the server NAME (tools/bench/peers/)\n");
 }
 
 /* A duration under an hour, in seconds: more than 0, or 0 too with `zero_ok`. */

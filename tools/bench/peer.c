@@ -1,14 +1,16 @@
 /*
- * Echo servers from outside st_bench ("peers": libuv, Go, a hand-written
- * liburing loop; tools/bench/peers/), run by the echo driver and by `serve`
- * like the built-in servers, so that they get the same client, the same CPU
- * pinning and the same measurement.
+ * Servers from outside st_bench ("peers", tools/bench/peers/: echo servers
+ * on libuv, Go, a hand-written liburing loop; the fairness benchmark's
+ * player server built against any library with State Threads' API), run by
+ * the echo and fairness drivers and by `serve` like the built-in servers,
+ * so that they get the same client, the same CPU pinning and the same
+ * measurement.
  *
  * `--peer NAME=PATH` names one. In the server's process (the forked child
- * of the driver, or `serve` itself) the listening socket is moved to fd 3
- * and PATH is executed, with `--once` when the server is to exit after its
- * first connection ends. tools/bench/peers/README.md describes what such a
- * program must do.
+ * of the driver, or `serve` itself) the listening socket is moved to fd 3,
+ * the fairness driver's ready pipe to fd 4, and PATH is executed, with
+ * `--once` when the server is to exit after its first connection ends.
+ * tools/bench/peers/README.md describes what such a program must do.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,8 @@
 
 enum {
     LISTEN_FD = 3, /* where a peer finds its listening socket */
+    READY_FD = 4,  /* and the pipe it writes a byte to when it accepts */
+    SPARE_FD = 10, /* above both, while they are moved */
     NAME_MAX_LEN = 32,
 };
 
@@ -33,7 +37,9 @@ static int npeers;
 
 static bool builtin(const char *name)
 {
-    static const char *const names[] = {"epoll", "st", "st-io_uring", "epoll-drain", "both", "all"};
+    static const char *const names[] = {"epoll",    "st",           "st-io_uring", "epoll-drain",
+                                        "st-poll",  "st-select",    "epoll-st",    "epoll-timers",
+                                        "both",     "all"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(names[i], name) == 0) {
             return true;
@@ -87,18 +93,31 @@ const char *bench_peer_find(const char *name)
     return NULL;
 }
 
-int bench_peer_exec(const char *name, int lfd, bool once)
+/* Make `fd` descriptor `to`, open across exec; fd itself is closed unless it is `to`. */
+static int move_fd(int fd, int to)
+{
+    /* dup2 leaves the copy without FD_CLOEXEC; a descriptor already there loses it here. */
+    return fd == to ? fcntl(fd, F_SETFD, 0) : (dup2(fd, to) == to ? close(fd) : -1);
+}
+
+int bench_peer_exec(const char *name, int lfd, int ready_fd, bool once)
 {
     const char *path = bench_peer_find(name);
     if (path == NULL) {
         errno = ENOENT;
         return -1;
     }
-    /* dup2 leaves the copy without FD_CLOEXEC; a socket already at fd 3 loses it here. */
-    int moved = lfd == LISTEN_FD ? fcntl(lfd, F_SETFD, 0)
-                                 : (dup2(lfd, LISTEN_FD) == LISTEN_FD ? close(lfd) : -1);
-    if (moved != 0) {
-        perror("bench: peer: moving the listening socket to fd 3");
+    /* The ready pipe out of the way first: it may be fd 3, or the listener fd 4. */
+    int spare = -1;
+    if (ready_fd >= 0 && (spare = fcntl(ready_fd, F_DUPFD_CLOEXEC, SPARE_FD)) < 0) {
+        perror("bench: peer: the ready pipe");
+        return -1;
+    }
+    if (ready_fd >= 0 && ready_fd != lfd) {
+        (void)close(ready_fd);
+    }
+    if (move_fd(lfd, LISTEN_FD) != 0 || (spare >= 0 && move_fd(spare, READY_FD) != 0)) {
+        perror("bench: peer: moving the listening socket to fd 3 and the ready pipe to fd 4");
         return -1;
     }
     /* The driver's output is line-buffered; nothing may be left to print twice. */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "players.h"
 #include "st_config.h"
 
 double bench_now(void)
@@ -383,12 +384,7 @@ long bench_parse_long(const char *s)
 
 unsigned long long bench_random(unsigned long long *state)
 {
-    unsigned long long x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
+    return players_random(state); /* one PRNG for the whole tool */
 }
 
 double bench_median_field(const void *items, size_t size, int n, size_t offset)
