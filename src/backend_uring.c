@@ -304,19 +304,26 @@ static void queue_removal(struct st__uring_state *st, struct st__uring_watch *w)
  * alone is never woken: TCP urgent data that comes after it is armed goes
  * unnoticed. POLLRDBAND, which a socket's wake-up for new data carries with
  * POLLPRI, lets the wake-up through; but the completion then reports the
- * wake-up's events, POLLPRI included, for in-band data too, so a reported
- * POLLPRI is checked (urgent_data_confirmed).
+ * wake-up's events: POLLPRI for in-band data too, and POLLIN for urgent
+ * data alone. So a completion that reports POLLPRI has both checked
+ * (input_and_urgent_now); only sockets with urgent data in play pay for it.
  */
 static unsigned poll_mask(unsigned want)
 {
     return (want & POLLPRI) != 0 ? want | POLLRDBAND : want;
 }
 
-/* Whether `fd` has urgent (priority) data now, as poll(2) sees it. */
-static bool urgent_data_confirmed(int fd)
+/* The events a socket's wake-up names for in-band and urgent data alike. */
+#define INPUT_AND_URGENT ((short)(POLLIN | POLLPRI))
+
+/* Of INPUT_AND_URGENT, those `fd` has now, as poll(2) sees them. */
+static short input_and_urgent_now(int fd)
 {
-    struct pollfd pd = {.fd = fd, .events = POLLPRI};
-    return poll(&pd, 1, 0) == 1 && (pd.revents & POLLPRI) != 0;
+    struct pollfd pd = {.fd = fd, .events = INPUT_AND_URGENT};
+    if (poll(&pd, 1, 0) != 1) {
+        return 0;
+    }
+    return (short)(pd.revents & INPUT_AND_URGENT);
 }
 
 /*
@@ -375,8 +382,9 @@ static void complete(struct st__uring_state *st, uint64_t data, int res,
     short fired = POLLERR;
     if (res >= 0) {
         fired = (short)(res & ~POLLRDBAND);
-        if ((fired & POLLPRI) != 0 && !urgent_data_confirmed(w->common.fd)) {
-            fired = (short)(fired & ~POLLPRI);
+        if ((fired & POLLPRI) != 0) {
+            fired = (short)((fired & ~INPUT_AND_URGENT) |
+                            (fired & input_and_urgent_now(w->common.fd)));
         }
     } else if (res == -EBADF) {
         fired = POLLNVAL; /* closed before the poll reached the kernel, as poll(2) says */

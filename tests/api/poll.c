@@ -647,6 +647,53 @@ Test(poll, in_band_data_does_not_end_a_pollpri_wait)
     close(client);
 }
 
+static void *wait_for_input_or_urgent(void *arg)
+{
+    struct pri_wait *w = arg;
+    struct pollfd pd = {.fd = w->fd, .events = POLLIN | POLLPRI};
+
+    w->rc = st_poll(&pd, 1, w->timeout);
+    w->revents = pd.revents;
+    return NULL;
+}
+
+/*
+ * Urgent data alone is not input: a wait for either reports POLLPRI without
+ * POLLIN, as poll(2) does, on every event system. (io_uring's completion
+ * carries the socket's wake-up events, which for urgent data name in-band
+ * input too.)
+ */
+Test(poll, urgent_data_alone_is_not_reported_as_input)
+{
+    int client;
+    st_netfd_t nfd;
+    struct pri_wait w;
+    struct pollfd pd;
+    st_thread_t t;
+
+    st_test_init();
+    nfd = tcp_pair(&client);
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
+    t = st_test_spawn(wait_for_input_or_urgent, &w);
+    cr_assert_eq(st_usleep(10000), 0); /* it waits */
+    cr_assert_eq(send(client, "!", 1, MSG_OOB), 1);
+    st_test_join(t);
+    cr_assert_eq(w.rc, 1);
+    pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN | POLLPRI};
+    cr_assert_eq(poll(&pd, 1, 0), 1);
+    cr_assert_eq(pd.revents, POLLPRI, "poll(2) itself reports 0x%x", pd.revents);
+    cr_assert_eq(w.revents, POLLPRI, "revents 0x%x", w.revents);
+    /* In-band data after it is input. */
+    cr_assert_eq(send(client, "x", 1, 0), 1);
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
+    t = st_test_spawn(wait_for_input_or_urgent, &w);
+    st_test_join(t);
+    cr_assert_eq(w.rc, 1);
+    cr_assert_eq(w.revents, POLLIN | POLLPRI, "revents 0x%x", w.revents);
+    cr_assert_eq(st_netfd_close(nfd), 0);
+    close(client);
+}
+
 static int fork_pipe[2];
 
 static void *poll_fork_pipe(void *arg)
