@@ -35,6 +35,12 @@
 #
 # --no-peers leaves out the peers (and installing their packages).
 #
+# With ST_BENCH_STATE_THREADS set to a built State Threads tree (the
+# directory holding its st.h and libst.a, e.g. LINUX_<release>_OPT after
+# its `make linux-optimized`), the fairness groups measure State Threads
+# too: the player server tools/bench/peers/st_players.c, built against it,
+# as the server `state_threads` (tools/bench/peers/README.md).
+#
 # The fairness group creates a cgroup (or busy processes) to starve its
 # server and removes it when done; the exit trap below also removes any a
 # killed run left (st_bench_starve.<pid> under the cgroup mounts).
@@ -143,6 +149,24 @@ fi
 # The peers: sets PEER_NAMES, PEER_LIST and PEER_ARGS (--peer NAME=PROGRAM for st_bench).
 source tools/bench/peers.sh
 
+# State Threads in the fairness groups (ST_BENCH_STATE_THREADS, above).
+FAIR_ST_LIST=
+FAIR_ST_ARGS=()
+if [[ -n ${ST_BENCH_STATE_THREADS:-} ]]; then
+    st_tree=$ST_BENCH_STATE_THREADS
+    st_players="$ROOT/$BUILD/st_players_state_threads"
+    if ${CC:-gcc} -O2 -I"$st_tree" tools/bench/peers/st_players.c "$st_tree/libst.a" \
+        -o "$st_players" 2>"$TMP/st_players.log" && "$st_players" --probe >>"$OUT"; then
+        FAIR_ST_LIST=,state_threads
+        FAIR_ST_ARGS=(--peer "state_threads=$st_players")
+        echo "INFO state_threads $st_tree/libst.a" >>"$OUT"
+    else
+        say "warning: the player server does not build against $st_tree: no state_threads"
+        sed 's/^/    /' "$TMP/st_players.log" >&2
+        echo "NOTE fairness: no state_threads (st_players.c did not build against $st_tree)" >>"$OUT"
+    fi
+fi
+
 # Run one group, keeping its RESULT/NOTE lines; a failure is recorded, not fatal.
 group() {
     local what=$1
@@ -172,13 +196,16 @@ fi
 group "loopback echo: st, plain epoll, st on io_uring, peers" "$B" echo \
     --server "epoll,st,epoll-drain,st-io_uring$PEER_LIST" "${PEER_ARGS[@]}" --conns 1,100,1000,10000
 # A burst of new connections to a streaming server that gets 5% of a CPU:
-# how long each waits for its first byte, st against the plain epoll loop
-# and against that loop in State Threads' order (deadlines before I/O).
+# how long each waits for its first byte, st against the plain epoll loop,
+# against that loop in State Threads' order (deadlines before I/O) and,
+# when it is given, against State Threads itself.
 if ((FAIRNESS)); then
-    group "fairness: first byte under CPU starvation" "$B" fairness --server epoll,st,epoll-timers \
+    group "fairness: first byte under CPU starvation" "$B" fairness \
+        --server "epoll,st,epoll-timers$FAIR_ST_LIST" "${FAIR_ST_ARGS[@]}" \
         --conns 500,1000 --share 5 --repeat 8
     # The same burst the moment the server listens: no idle time to make stacks ahead.
-    group "fairness: a burst the moment the server listens" "$B" fairness --server epoll,st \
+    group "fairness: a burst the moment the server listens" "$B" fairness \
+        --server "epoll,st$FAIR_ST_LIST" "${FAIR_ST_ARGS[@]}" \
         --conns 500 --share 5 --repeat 8 --pause 0
 fi
 # A coroutine writes 1 GiB (1 MiB writes, an fsync every 64 MiB) while a
