@@ -52,7 +52,6 @@ Test(poll, waits_until_an_fd_is_ready)
     st_test_init();
     n1 = st_test_socketpair_raw(&r1);
     n2 = st_test_socketpair_raw(&r2);
-    cr_assert_eq(st_usleep(1000), 0); /* fresh scheduler clock */
     /* The writer only starts (and starts its delay) once the poll blocks. */
     t = st_test_spawn(write_later, &r2);
     pds[0] = (struct pollfd){.fd = st_netfd_fileno(n1), .events = POLLIN};
@@ -79,7 +78,6 @@ Test(poll, timeout_returns_zero)
 
     st_test_init();
     nfd = st_test_socketpair_raw(&raw);
-    cr_assert_eq(st_usleep(1000), 0);
     pd = (struct pollfd){.fd = st_netfd_fileno(nfd), .events = POLLIN};
     start = st_test_deadline_base();
     cr_assert_eq(st_poll(&pd, 1, 20000), 0);
@@ -102,7 +100,6 @@ Test(poll, no_fds_just_sleeps)
     long long elapsed;
 
     st_test_init();
-    cr_assert_eq(st_usleep(1000), 0);
     start = st_test_deadline_base();
     cr_assert_eq(st_poll(NULL, 0, 10000), 0);
     elapsed = st_test_now_us() - start;
@@ -210,7 +207,6 @@ Test(poll, netfd_poll_ready_timeout_and_output)
     st_test_init();
     nfd = st_test_socketpair_raw(&raw);
     cr_assert_eq(st_netfd_poll(nfd, POLLOUT, 1000000), 0);
-    cr_assert_eq(st_usleep(1000), 0);
     start = st_test_deadline_base();
     ST_ASSERT_FAILS(st_netfd_poll(nfd, POLLIN, 10000), ETIME);
     cr_assert_geq(st_test_now_us() - start, 10000);
@@ -574,6 +570,7 @@ static st_netfd_t tcp_pair(int *client)
 
 struct pri_wait {
     int fd;
+    short events; /* POLLPRI, with POLLIN or not */
     st_utime_t timeout;
     int rc;
     short revents;
@@ -582,7 +579,7 @@ struct pri_wait {
 static void *wait_for_urgent(void *arg)
 {
     struct pri_wait *w = arg;
-    struct pollfd pd = {.fd = w->fd, .events = POLLPRI};
+    struct pollfd pd = {.fd = w->fd, .events = w->events};
 
     w->rc = st_poll(&pd, 1, w->timeout);
     w->revents = pd.revents;
@@ -604,7 +601,7 @@ Test(poll, urgent_data_ends_a_pollpri_wait_that_began_before_it)
 
     st_test_init();
     nfd = tcp_pair(&client);
-    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .events = POLLPRI, .timeout = 2000000};
     t = st_test_spawn(wait_for_urgent, &w);
     cr_assert_eq(st_usleep(10000), 0); /* it waits */
     cr_assert_eq(send(client, "!", 1, MSG_OOB), 1);
@@ -628,7 +625,7 @@ Test(poll, in_band_data_does_not_end_a_pollpri_wait)
 
     st_test_init();
     nfd = tcp_pair(&client);
-    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 100000};
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .events = POLLPRI, .timeout = 100000};
     t = st_test_spawn(wait_for_urgent, &w);
     cr_assert_eq(st_usleep(10000), 0);
     cr_assert_eq(send(client, "x", 1, 0), 1);
@@ -636,7 +633,7 @@ Test(poll, in_band_data_does_not_end_a_pollpri_wait)
     cr_assert_eq(w.rc, 0, "st_poll returned %d, revents 0x%x", w.rc, w.revents);
     cr_assert_eq(w.revents, 0);
     /* The wait after it still sees urgent data when it comes. */
-    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
+    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .events = POLLPRI, .timeout = 2000000};
     t = st_test_spawn(wait_for_urgent, &w);
     cr_assert_eq(st_usleep(10000), 0);
     cr_assert_eq(send(client, "!", 1, MSG_OOB), 1);
@@ -645,16 +642,6 @@ Test(poll, in_band_data_does_not_end_a_pollpri_wait)
     cr_assert(w.revents & POLLPRI, "revents 0x%x", w.revents);
     cr_assert_eq(st_netfd_close(nfd), 0);
     close(client);
-}
-
-static void *wait_for_input_or_urgent(void *arg)
-{
-    struct pri_wait *w = arg;
-    struct pollfd pd = {.fd = w->fd, .events = POLLIN | POLLPRI};
-
-    w->rc = st_poll(&pd, 1, w->timeout);
-    w->revents = pd.revents;
-    return NULL;
 }
 
 /*
@@ -673,8 +660,9 @@ Test(poll, urgent_data_alone_is_not_reported_as_input)
 
     st_test_init();
     nfd = tcp_pair(&client);
-    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
-    t = st_test_spawn(wait_for_input_or_urgent, &w);
+    w = (struct pri_wait){
+        .fd = st_netfd_fileno(nfd), .events = POLLIN | POLLPRI, .timeout = 2000000};
+    t = st_test_spawn(wait_for_urgent, &w);
     cr_assert_eq(st_usleep(10000), 0); /* it waits */
     cr_assert_eq(send(client, "!", 1, MSG_OOB), 1);
     st_test_join(t);
@@ -685,8 +673,9 @@ Test(poll, urgent_data_alone_is_not_reported_as_input)
     cr_assert_eq(w.revents, POLLPRI, "revents 0x%x", w.revents);
     /* In-band data after it is input. */
     cr_assert_eq(send(client, "x", 1, 0), 1);
-    w = (struct pri_wait){.fd = st_netfd_fileno(nfd), .timeout = 2000000};
-    t = st_test_spawn(wait_for_input_or_urgent, &w);
+    w = (struct pri_wait){
+        .fd = st_netfd_fileno(nfd), .events = POLLIN | POLLPRI, .timeout = 2000000};
+    t = st_test_spawn(wait_for_urgent, &w);
     st_test_join(t);
     cr_assert_eq(w.rc, 1);
     cr_assert_eq(w.revents, POLLIN | POLLPRI, "revents 0x%x", w.revents);
