@@ -83,8 +83,6 @@
 #include "players_st.h"
 
 enum {
-    CHUNK = PLAYERS_CHUNK,
-    REQUEST_MAX = PLAYERS_REQUEST_MAX,
     EVENTS = 1024,
     CLIENT_BUF = 65536,
     MAX_ROUNDS = 32,
@@ -97,7 +95,7 @@ static const char request_text[] = "GET /live/livestream.flv HTTP/1.1\r\n"
                                    "User-Agent: st_bench\r\n"
                                    "\r\n";
 
-static char chunk[CHUNK]; /* what every chunk carries (zeros) */
+static char chunk[PLAYERS_CHUNK]; /* what every chunk carries (zeros) */
 
 /* ---- the st server ------------------------------------------------------------------ */
 
@@ -116,7 +114,7 @@ struct ref_conn {
     unsigned sent;           /* bytes of the current chunk written */
     bool streaming;          /* the request is read */
     bool want_out;           /* registered for EPOLLOUT: a chunk is half written */
-    char req[REQUEST_MAX];
+    char req[PLAYERS_REQUEST_MAX];
 };
 
 struct ref_server {
@@ -211,7 +209,7 @@ static void ref_watch(struct ref_server *s, int fd, bool out)
 static void ref_send(struct ref_server *s, int fd)
 {
     struct ref_conn *c = &s->conns[fd];
-    ssize_t n = send(fd, chunk + c->sent, CHUNK - c->sent, MSG_NOSIGNAL);
+    ssize_t n = send(fd, chunk + c->sent, PLAYERS_CHUNK - c->sent, MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         if (!c->want_out) {
             ref_watch(s, fd, true);
@@ -223,7 +221,7 @@ static void ref_send(struct ref_server *s, int fd)
         return;
     }
     c->sent += (unsigned)n;
-    if (c->sent < CHUNK) {
+    if (c->sent < PLAYERS_CHUNK) {
         if (!c->want_out) {
             ref_watch(s, fd, true);
         }
@@ -271,7 +269,7 @@ static void ref_input(struct ref_server *s, int fd)
     struct ref_conn *c = &s->conns[fd];
     char drop[256];
     char *buf = c->streaming ? drop : c->req + c->got;
-    size_t room = c->streaming ? sizeof drop : REQUEST_MAX - c->got;
+    size_t room = c->streaming ? sizeof drop : PLAYERS_REQUEST_MAX - c->got;
     ssize_t n = read(fd, buf, room);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return;

@@ -13,9 +13,7 @@
  * fd 3 is the listening socket, fd 4 a pipe that gets one byte when the
  * server is about to accept; --probe prints what it runs on and exits.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "../players_st.h"
