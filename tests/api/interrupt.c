@@ -86,7 +86,6 @@ Test(interrupt, interrupted_sleeper_leaves_the_timer_queue)
     st_thread_t tb;
 
     st_test_init();
-    cr_assert_eq(st_usleep(1000), 0); /* fresh scheduler clock */
     ta = st_thread_create(sleeper_main, &a, 1, 0);
     tb = st_thread_create(sleeper_main, &b, 1, 0);
     cr_assert_not_null(ta);
