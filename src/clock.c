@@ -23,9 +23,18 @@ st_utime_t st__utime(const struct st__sched *sched)
     return default_utime();
 }
 
+/*
+ * A reading taken while a tick's own reading is still put off (scheduler.h,
+ * st__sched_tick) becomes the scheduler's: State Threads read the clock in
+ * that tick, so its last clock is never later than a reading taken after it.
+ */
 st_utime_t st_utime(void)
 {
-    return st__utime(st__sched_peek());
+    struct st__sched *sched = st__sched_peek();
+    if (sched != NULL && sched->clock_stale) {
+        return st__sched_last_clock(sched);
+    }
+    return st__utime(sched);
 }
 
 int st_set_utime_function(st_utime_t (*func)(void))

@@ -234,8 +234,9 @@ void st__sched_check_clock(struct st__sched *sched);
  * A scheduler cycle or a yield: expire the deadlines that passed. Timers can
  * only expire if there are any: without sleepers (and without the st_time()
  * cache to refresh) reading the clock, most of the cost, is put off until
- * somebody asks for it (a new deadline, st_utime_last_clock()), which then
- * sees a clock as current as State Threads', which reads it every time.
+ * somebody asks for it (a new deadline, st_utime(), st_utime_last_clock()),
+ * which then sees a clock as current as State Threads', which reads it
+ * every time.
  */
 static inline void st__sched_tick(struct st__sched *sched)
 {

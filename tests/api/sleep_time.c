@@ -278,6 +278,25 @@ Test(sleep_time, yield_keeps_last_clock_current)
     st_thread_yield();
 }
 
+/*
+ * A yield with nobody asleep puts its clock reading off, but the last clock
+ * is still never later than an st_utime() taken after the yield, as in State
+ * Threads, whose yield reads the clock.
+ */
+Test(sleep_time, last_clock_is_not_later_than_a_reading_after_the_yield)
+{
+    fake_now = 1000;
+    cr_assert_eq(st_set_utime_function(manual_clock), 0);
+    st_test_init();
+    fake_now = 5000;
+    st_thread_yield(); /* nobody sleeps: the reading is put off */
+    cr_assert_eq(st_utime(), 5000);
+    fake_now = 9000; /* time passes without a trip through the scheduler */
+    cr_assert_eq(st_utime_last_clock(), 5000);
+    cr_assert_eq(st_utime(), 9000);
+    cr_assert_eq(st_utime_last_clock(), 5000);
+}
+
 Test(sleep_time, timecache_returns_previous_setting)
 {
     st_test_init();
