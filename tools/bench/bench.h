@@ -198,6 +198,7 @@ struct fairness_params {
     bool warm;           /* a first burst, closed, before the measured one */
     double pause_s;      /* how long the server has been up and idle when the burst starts */
     int rounds;
+    bool serve_all;      /* fail unless every run served every connection (the smoke test) */
 };
 int bench_fairness(const struct fairness_params *params);
 

@@ -36,6 +36,10 @@
  *              served (their request read if it is there, and the first
  *              chunk written) before the loop waits again, as the new
  *              coroutines run before the scheduler next polls;
+ *   epoll-page the reference loop writing into one fresh page for every
+ *              connection it accepts, the pages as far apart as st's
+ *              default stacks: the least a new coroutine's stack costs (its
+ *              top page, where the coroutine starts), and nothing else;
  *   a peer     (--peer NAME=PATH, tools/bench/peers/README.md): a player
  *              server from outside this program, run in the same starved
  *              process; peers/st_players.c is the st server's code in
@@ -74,6 +78,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -81,6 +86,7 @@
 
 #include "bench.h"
 #include "players_st.h"
+#include "st_config.h"
 
 enum {
     EVENTS = 1024,
@@ -126,8 +132,29 @@ struct ref_server {
     int heap_len;
     int *fresh;             /* epoll-st: descriptors accepted since the last wait */
     int fresh_len;
+    char *pages;            /* epoll-page: PAGE_STRIDE apart, one per descriptor, or NULL */
+    long npages;
     long long now;          /* microseconds, read once after every wait */
 };
+
+/*
+ * epoll-page's pages lie as far apart as st's default stacks with their
+ * guard page, so that each is a fresh page in its own part of a page table,
+ * as a new stack's top page is; at most PAGE_SLOTS of them (a descriptor
+ * beyond reuses a page, which costs nothing more).
+ */
+#define PAGE_STRIDE ((size_t)ST__DEFAULT_STACK_SIZE + 4096)
+#define PAGE_SLOTS 65536L
+
+static int ref_map_pages(struct ref_server *s)
+{
+    s->npages = s->nfds < PAGE_SLOTS ? s->nfds : PAGE_SLOTS;
+    /* MAP_STACK: no transparent huge pages (Linux 6.7), as st's stacks. */
+    void *p = mmap(NULL, (size_t)s->npages * PAGE_STRIDE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    s->pages = p == MAP_FAILED ? NULL : p;
+    return s->pages != NULL ? 0 : -1;
+}
 
 static long long now_us(void)
 {
@@ -253,6 +280,10 @@ static void ref_accept(struct ref_server *s)
         if (s->fresh != NULL) {
             s->fresh[s->fresh_len++] = fd;
         }
+        if (s->pages != NULL) {
+            /* The top of the page, as a stack is first written at its top. */
+            s->pages[(size_t)(fd % s->npages) * PAGE_STRIDE + 4095] = 1;
+        }
         struct ref_conn *c = &s->conns[fd];
         c->heap_at = -1;
         c->got = 0;
@@ -322,10 +353,14 @@ static int ref_fail(struct ref_server *s, const char *what)
     free(s->conns);
     free(s->heap);
     free(s->fresh);
+    if (s->pages != NULL) {
+        (void)munmap(s->pages, (size_t)s->npages * PAGE_STRIDE);
+    }
     return -1;
 }
 
-static int ref_server(int lfd, enum ref_order order, int ready_fd)
+/* page_each: epoll-page's fresh page per connection. */
+static int ref_server(int lfd, enum ref_order order, bool page_each, int ready_fd)
 {
     static struct epoll_event events[EVENTS];
     struct ref_server s = {.lfd = lfd, .nfds = bench_raise_fd_limit()};
@@ -337,7 +372,8 @@ static int ref_server(int lfd, enum ref_order order, int ready_fd)
     s.conns = calloc((size_t)s.nfds, sizeof *s.conns);
     s.heap = calloc((size_t)s.nfds, sizeof *s.heap);
     if (s.epfd < 0 || s.conns == NULL || s.heap == NULL ||
-        (order == REF_AS_ST && s.fresh == NULL) || bench_set_nonblocking(lfd) != 0 ||
+        (order == REF_AS_ST && s.fresh == NULL) ||
+        (page_each && ref_map_pages(&s) != 0) || bench_set_nonblocking(lfd) != 0 ||
         epoll_ctl(s.epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
         return ref_fail(&s, "bench: epoll server");
     }
@@ -386,13 +422,16 @@ static int run_fair_server(const char *name, int lfd, int ready_fd)
         return st_fair_server(lfd, ST_EVENTSYS_SELECT, ready_fd);
     }
     if (strcmp(name, "epoll") == 0) {
-        return ref_server(lfd, REF_IO_FIRST, ready_fd);
+        return ref_server(lfd, REF_IO_FIRST, false, ready_fd);
     }
     if (strcmp(name, "epoll-timers") == 0) {
-        return ref_server(lfd, REF_TIMERS_FIRST, ready_fd);
+        return ref_server(lfd, REF_TIMERS_FIRST, false, ready_fd);
     }
     if (strcmp(name, "epoll-st") == 0) {
-        return ref_server(lfd, REF_AS_ST, ready_fd);
+        return ref_server(lfd, REF_AS_ST, false, ready_fd);
+    }
+    if (strcmp(name, "epoll-page") == 0) {
+        return ref_server(lfd, REF_IO_FIRST, true, ready_fd);
     }
     fprintf(stderr, "bench: unknown server '%s'\n", name);
     return -1;
@@ -717,7 +756,8 @@ static int fair_round(const struct fairness_params *p, const char *name,
     return rc;
 }
 
-static void report(const struct fairness_params *p, const char *name, const struct fair_stats *s,
+/* Print the figures of a server's runs; whether every run served every connection. */
+static bool report(const struct fairness_params *p, const char *name, const struct fair_stats *s,
                    int n)
 {
     static const struct {
@@ -767,11 +807,12 @@ static void report(const struct fairness_params *p, const char *name, const stru
         bench_note("fairness %s %ld%s: connections not served within %.0f s count as %.0f s",
                    name, p->conns, suffix, p->limit_s, p->limit_s);
     }
+    return served_min == p->conns;
 }
 
 /* The built-in servers, in the order they alternate; the peers follow. */
-static const char *const fair_builtin[] = {"epoll", "st", "epoll-timers", "epoll-st", "st-poll",
-                                           "st-select"};
+static const char *const fair_builtin[] = {"epoll", "st", "epoll-timers", "epoll-st", "epoll-page",
+                                           "st-poll", "st-select"};
 enum {
     FAIR_BUILTIN = sizeof fair_builtin / sizeof fair_builtin[0],
     FAIR_MAX_SERVERS = FAIR_BUILTIN + BENCH_MAX_PEERS,
@@ -818,10 +859,13 @@ int bench_fairness(const struct fairness_params *p)
         }
     }
     bench_starve_stop(&starve);
+    bool all_served = true;
     for (size_t s = 0; s < servers && rc == 0; s++) {
-        if (bench_server_wanted(p->servers, fair_names[s])) {
-            report(p, fair_names[s], stats[s], p->rounds);
+        if (bench_server_wanted(p->servers, fair_names[s]) &&
+            !report(p, fair_names[s], stats[s], p->rounds)) {
+            fprintf(stderr, "bench: fairness: %s did not serve every connection\n", fair_names[s]);
+            all_served = false;
         }
     }
-    return rc;
+    return rc == 0 && p->serve_all && !all_served ? -1 : rc;
 }

@@ -258,7 +258,8 @@ static struct job count_job(const struct options *o, enum job_kind kind, long co
                                                 .limit_s = o->limit,
                                                 .warm = o->warm,
                                                 .pause_s = o->pause,
-                                                .rounds = (int)o->repeat};
+                                                .rounds = (int)o->repeat,
+                                                .serve_all = o->scale.smoke};
         fprintf(stderr, "st_bench: fairness %s, %ld connections, %ld%% of a CPU\n", o->server,
                 conns, o->share);
     }
@@ -367,8 +368,8 @@ static int run_all(struct options *o, bool smoke)
         rc |= run_heap(&o->scale, 100000, 10, true);
     }
     rc |= run_echo(o, smoke ? "1,20" : "1,100,1000,10000");
-    /* Smoke: a small burst, no starvation. */
-    o->server = "both";
+    /* Smoke: a small burst to every built-in server, no starvation. */
+    o->server = smoke ? "all" : "both";
     if (smoke) {
         o->share = 0;
         o->method = "none";

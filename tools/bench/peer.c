@@ -37,9 +37,9 @@ static int npeers;
 
 static bool builtin(const char *name)
 {
-    static const char *const names[] = {"epoll",   "st",        "st-io_uring", "epoll-drain",
-                                        "st-poll", "st-select", "epoll-st",    "epoll-timers",
-                                        "both",    "all"};
+    static const char *const names[] = {"epoll",    "st",           "st-io_uring", "epoll-drain",
+                                        "st-poll",  "st-select",    "epoll-st",    "epoll-timers",
+                                        "epoll-page", "both",       "all"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(names[i], name) == 0) {
             return true;
