@@ -167,6 +167,9 @@ struct echo_params {
 };
 int bench_echo(const struct echo_params *params);
 
+/* echo's built-in servers, in the order they alternate (peers follow); NULL ends the list. */
+extern const char *const bench_echo_servers[];
+
 /*
  * echo.c: the st server's frame: st_init with `eventsys`, then a listener
  * looping st_accept + st_thread_create(connection, netfd) (TCP_NODELAY on
@@ -201,6 +204,9 @@ struct fairness_params {
     bool serve_all;      /* fail unless every run served every connection (the smoke test) */
 };
 int bench_fairness(const struct fairness_params *params);
+
+/* fairness's built-in servers, in the order they alternate (peers follow); NULL ends the list. */
+extern const char *const bench_fair_servers[];
 
 /*
  * disk.c: a 1 ms tick's lateness and an echo server's round trips while a

@@ -810,11 +810,10 @@ static bool report(const struct fairness_params *p, const char *name, const stru
     return served_min == p->conns;
 }
 
-/* The built-in servers, in the order they alternate; the peers follow. */
-static const char *const fair_builtin[] = {"epoll", "st", "epoll-timers", "epoll-st", "epoll-page",
-                                           "st-poll", "st-select"};
+const char *const bench_fair_servers[] = {"epoll",      "st",      "epoll-timers", "epoll-st",
+                                          "epoll-page", "st-poll", "st-select",    NULL};
 enum {
-    FAIR_BUILTIN = sizeof fair_builtin / sizeof fair_builtin[0],
+    FAIR_BUILTIN = sizeof bench_fair_servers / sizeof bench_fair_servers[0] - 1,
     FAIR_MAX_SERVERS = FAIR_BUILTIN + BENCH_MAX_PEERS,
 };
 
@@ -824,7 +823,7 @@ int bench_fairness(const struct fairness_params *p)
     const char *fair_names[FAIR_MAX_SERVERS];
     size_t servers = 0;
     for (; servers < FAIR_BUILTIN; servers++) {
-        fair_names[servers] = fair_builtin[servers];
+        fair_names[servers] = bench_fair_servers[servers];
     }
     for (int i = 0; i < bench_peer_count(); i++) {
         fair_names[servers++] = bench_peer_name(i);

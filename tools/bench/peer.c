@@ -35,17 +35,22 @@ struct peer {
 static struct peer peers[BENCH_MAX_PEERS];
 static int npeers;
 
-static bool builtin(const char *name)
+static bool listed(const char *const *names, const char *name)
 {
-    static const char *const names[] = {"epoll",    "st",           "st-io_uring", "epoll-drain",
-                                        "st-poll",  "st-select",    "epoll-st",    "epoll-timers",
-                                        "epoll-page", "both",       "all"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(names[i], name) == 0) {
+    for (; *names != NULL; names++) {
+        if (strcmp(*names, name) == 0) {
             return true;
         }
     }
     return false;
+}
+
+/* A name --server already gives a meaning: a built-in server's, "both" or "all". */
+static bool builtin(const char *name)
+{
+    static const char *const sets[] = {"both", "all", NULL};
+    return listed(sets, name) || listed(bench_echo_servers, name) ||
+           listed(bench_fair_servers, name);
 }
 
 int bench_peer_add(const char *spec)
