@@ -132,8 +132,10 @@ struct ref_server {
     int heap_len;
     int *fresh;             /* epoll-st: descriptors accepted since the last wait */
     int fresh_len;
-    char *pages;            /* epoll-page: PAGE_STRIDE apart, one per descriptor, or NULL */
+    char *pages;            /* epoll-page: page_stride apart, one per descriptor, or NULL */
     long npages;
+    size_t page_stride;
+    size_t page_size;
     long long now;          /* microseconds, read once after every wait */
 };
 
@@ -143,14 +145,15 @@ struct ref_server {
  * as a new stack's top page is; at most PAGE_SLOTS of them (a descriptor
  * beyond reuses a page, which costs nothing more).
  */
-#define PAGE_STRIDE ((size_t)ST__DEFAULT_STACK_SIZE + 4096)
 #define PAGE_SLOTS 65536L
 
 static int ref_map_pages(struct ref_server *s)
 {
+    s->page_size = (size_t)sysconf(_SC_PAGESIZE);
+    s->page_stride = (size_t)ST__DEFAULT_STACK_SIZE + s->page_size;
     s->npages = s->nfds < PAGE_SLOTS ? s->nfds : PAGE_SLOTS;
     /* MAP_STACK: no transparent huge pages (Linux 6.7), as st's stacks. */
-    void *p = mmap(NULL, (size_t)s->npages * PAGE_STRIDE, PROT_READ | PROT_WRITE,
+    void *p = mmap(NULL, (size_t)s->npages * s->page_stride, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     s->pages = p == MAP_FAILED ? NULL : p;
     return s->pages != NULL ? 0 : -1;
@@ -282,7 +285,7 @@ static void ref_accept(struct ref_server *s)
         }
         if (s->pages != NULL) {
             /* The top of the page, as a stack is first written at its top. */
-            s->pages[(size_t)(fd % s->npages) * PAGE_STRIDE + 4095] = 1;
+            s->pages[(size_t)(fd % s->npages) * s->page_stride + s->page_size - 1] = 1;
         }
         struct ref_conn *c = &s->conns[fd];
         c->heap_at = -1;
@@ -354,7 +357,7 @@ static int ref_fail(struct ref_server *s, const char *what)
     free(s->heap);
     free(s->fresh);
     if (s->pages != NULL) {
-        (void)munmap(s->pages, (size_t)s->npages * PAGE_STRIDE);
+        (void)munmap(s->pages, (size_t)s->npages * s->page_stride);
     }
     return -1;
 }
