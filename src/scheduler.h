@@ -236,11 +236,13 @@ void st__sched_check_clock(struct st__sched *sched);
  * cache to refresh) reading the clock, most of the cost, is put off until
  * somebody asks for it (a new deadline, st_utime(), st_utime_last_clock()),
  * which then sees a clock as current as State Threads', which reads it
- * every time.
+ * every time. A library built with State Threads' statistics (stats.h)
+ * reads it every time too, so that its clock buckets count the checks
+ * State Threads' count.
  */
 static inline void st__sched_tick(struct st__sched *sched)
 {
-    if (st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
+    if (ST__DEBUG_STATS || st__heap_size(&sched->sleep_q) > 0 || sched->cached_time != 0) {
         st__sched_check_clock(sched);
     } else {
         sched->clock_stale = true;
