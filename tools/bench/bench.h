@@ -272,9 +272,13 @@ void bench_starve_stop(struct bench_starve *s);
  */
 enum { BENCH_MAX_PEERS = 8 };
 int bench_peer_add(const char *spec); /* "NAME=PATH"; -1 (with a message) if malformed */
-int bench_peer_count(void);
-const char *bench_peer_name(int i);
 const char *bench_peer_find(const char *name); /* its PATH, or NULL */
+/*
+ * A group's servers in the order they alternate: its built-in ones
+ * (`builtin`, ended by NULL), then every peer, into `names`, which has room
+ * for them and BENCH_MAX_PEERS more. Returns how many.
+ */
+size_t bench_server_list(const char *const *builtin, const char **names);
 /*
  * Run the peer with the listening socket as fd 3 and, if ready_fd >= 0, that
  * pipe as fd 4; returns (-1) only on failure.

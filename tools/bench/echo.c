@@ -587,13 +587,7 @@ int bench_echo(const struct echo_params *p)
         MAX_SERVERS = BUILTIN + BENCH_MAX_PEERS,
     };
     const char *names[MAX_SERVERS];
-    size_t servers = 0;
-    for (; servers < BUILTIN; servers++) {
-        names[servers] = bench_echo_servers[servers];
-    }
-    for (int i = 0; i < bench_peer_count(); i++) {
-        names[servers++] = bench_peer_name(i);
-    }
+    size_t servers = bench_server_list(bench_echo_servers, names);
     struct window w[MAX_SERVERS][MAX_WINDOWS];
     int n[MAX_SERVERS] = {0};
     long limit = bench_raise_fd_limit();

@@ -824,13 +824,7 @@ int bench_fairness(const struct fairness_params *p)
 {
     static struct fair_stats stats[FAIR_MAX_SERVERS][MAX_ROUNDS];
     const char *fair_names[FAIR_MAX_SERVERS];
-    size_t servers = 0;
-    for (; servers < FAIR_BUILTIN; servers++) {
-        fair_names[servers] = bench_fair_servers[servers];
-    }
-    for (int i = 0; i < bench_peer_count(); i++) {
-        fair_names[servers++] = bench_peer_name(i);
-    }
+    size_t servers = bench_server_list(bench_fair_servers, fair_names);
     struct fair_cpus cpus = {bench_cpu(0), bench_cpu(1)};
     struct bench_starve starve;
     long limit = bench_raise_fd_limit();

@@ -53,6 +53,18 @@ static bool builtin(const char *name)
            listed(bench_fair_servers, name);
 }
 
+size_t bench_server_list(const char *const *builtin, const char **names)
+{
+    size_t n = 0;
+    for (; builtin[n] != NULL; n++) {
+        names[n] = builtin[n];
+    }
+    for (int i = 0; i < npeers; i++) {
+        names[n++] = peers[i].name;
+    }
+    return n;
+}
+
 int bench_peer_add(const char *spec)
 {
     const char *eq = strchr(spec, '=');
@@ -76,16 +88,6 @@ int bench_peer_add(const char *spec)
     }
     npeers++;
     return 0;
-}
-
-int bench_peer_count(void)
-{
-    return npeers;
-}
-
-const char *bench_peer_name(int i)
-{
-    return i >= 0 && i < npeers ? peers[i].name : NULL;
 }
 
 const char *bench_peer_find(const char *name)
